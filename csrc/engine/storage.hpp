@@ -1,0 +1,61 @@
+// Native storage: 64-byte aligned host buffers and file-backed slot storage.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sw {
+
+constexpr size_t kStorageAlignment = 64;
+
+// One aligned allocation, movable, freed by release() or the destructor.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; o.bytes_ = 0; }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  ~AlignedBuffer() { release(); }
+
+  // Allocates bytes (at least one alignment unit, so even an empty buffer
+  // has a non-null aligned pointer); zero-fills when zero is true. Throws
+  // std::bad_alloc.
+  void allocate(size_t bytes, bool zero);
+  void release();
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Slots in a binary file. Throws std::system_error on I/O failure.
+class FileStorage {
+ public:
+  FileStorage() = default;
+  FileStorage(const FileStorage&) = delete;
+  FileStorage& operator=(const FileStorage&) = delete;
+  ~FileStorage() { close_and_unlink(); }
+
+  // Creates the file exclusively (O_EXCL); throws std::system_error with
+  // EEXIST when it exists.
+  void create(const std::string& path);
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+  int64_t bytes() const { return bytes_; }
+  // Grows (or shrinks) the file to bytes, zero-filled.
+  void resize(int64_t bytes);
+  void read(int64_t offset, void* dst, int64_t n) const;
+  void write(int64_t offset, const void* src, int64_t n);
+  // Closes the descriptor and removes the file; idempotent.
+  void close_and_unlink();
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace sw

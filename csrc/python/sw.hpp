@@ -1,0 +1,228 @@
+// The binding layer's shared declarations: object layouts of every native
+// type and the internal C++ API the files of csrc/python call on each other.
+// Conventions: functions returning PyObject* return a new reference or NULL
+// with an exception set; functions returning int return -1 with an exception
+// set on failure. Everything here is called with the GIL held.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <cstdint>
+
+#include "clock.hpp"
+#include "dtype.hpp"
+#include "layout.hpp"
+#include "ownership.hpp"
+#include "storage.hpp"
+
+namespace swpy {
+
+// Adds a type to the module under its name (PyType_Ready included).
+int add_type(PyObject* module, PyTypeObject* type, const char* name);
+
+// One init function per file, called by module.cpp in this order; each
+// readies its types and adds its public names to the module.
+#define SW_MODULE_INITS(X) \
+  X(dtype) X(shape) X(layout) X(carrier) X(cpu) X(generic) X(file_backed) \
+  X(tensor) X(representation) X(operation) X(ops) X(autograd) X(dlpack) \
+  X(await) X(move) X(evictable) X(metal) X(extension) X(profiler)
+#define SW_DECLARE_INIT(name) int name##_module_init(PyObject* module);
+SW_MODULE_INITS(SW_DECLARE_INIT)
+#undef SW_DECLARE_INIT
+
+// ---------------------------------------------------------------- dtype.cpp
+struct DTypeObject {
+  PyObject_HEAD
+  sw::DTypeCode code;
+  const char* name;          // static string for built-ins
+  PyObject* simple_types;    // tuple of simple DType for compound; else NULL
+};
+extern PyTypeObject DType_Type;
+extern PyTypeObject CompoundDType_Type;
+bool is_dtype(PyObject* o);
+// Borrowed reference to the built-in singleton.
+PyObject* dtype_singleton(sw::DTypeCode code);
+inline sw::DTypeCode dtype_code(PyObject* d) { return reinterpret_cast<DTypeObject*>(d)->code; }
+// True for Float32, Float64 and Floating (differentiable dtypes).
+bool dtype_is_differentiable(PyObject* d);
+
+// ------------------------------------------------- shape.cpp, layout.cpp
+// Shape and Stride share one object layout (an IntTree root node).
+struct IntTreeObject {
+  PyObject_HEAD
+  sw::IntTree tree;
+};
+extern PyTypeObject Shape_Type;
+extern PyTypeObject Stride_Type;
+PyObject* shape_from_tree(const sw::IntTree& t);
+PyObject* stride_from_tree(const sw::IntTree& t);
+inline const sw::IntTree& tree_of(PyObject* o) { return reinterpret_cast<IntTreeObject*>(o)->tree; }
+
+struct LayoutObject {
+  PyObject_HEAD
+  PyObject* shape;   // the Shape object given (identity kept)
+  PyObject* stride;  // the Stride object given
+  sw::Layout layout;
+};
+extern PyTypeObject Layout_Type;
+inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }
+inline const sw::Layout& layout_of(PyObject* o) { return reinterpret_cast<LayoutObject*>(o)->layout; }
+// New Layout object (with fresh Shape/Stride objects) for an engine layout.
+PyObject* layout_from_engine(const sw::Layout& l);
+// Parses a key as API.md section 2 describes into a scalar index.
+int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index);
+
+// -------------------------------------------------------------- carrier.cpp
+struct CarrierObject;
+
+// Native behaviour of a built-in carrier class. Python subclasses of the
+// bare Carrier have no vtable and are driven entirely by their hooks.
+// Functions do no state checks (released, mutability, range): the base does.
+struct CarrierVTable {
+  sw::DTypeCode (*dtype_code)(CarrierObject*);     // storage dtype
+  Py_ssize_t (*size)(CarrierObject*);
+  PyObject* (*get)(CarrierObject*, Py_ssize_t i);  // in range
+  int (*set)(CarrierObject*, Py_ssize_t i, PyObject* v);  // converts/validates v
+  void (*release)(CarrierObject*);                 // free storage
+  PyObject* (*new_like)(CarrierObject*, PyObject* values, bool mutable_, PyObject* dtype);
+  PyObject* (*allocate_like)(CarrierObject*, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty);
+  // Grows an empty destination to n slots. 1 when done, 0 when this carrier
+  // cannot allocate (a fixed-size carrier), -1 on error.
+  int (*reserve)(CarrierObject*, Py_ssize_t n);
+  // Host address of slot 0 for carriers whose storage is host memory of a
+  // native dtype (CPU); NULL otherwise.
+  void* (*host_data)(CarrierObject*);
+  // Builds the dlpack_info dict; NULL means "no DLPack" (base BufferError).
+  PyObject* (*dlpack_info)(CarrierObject*);
+};
+
+struct CarrierObject {
+  PyObject_HEAD
+  PyObject* weakreflist;
+  const CarrierVTable* vt;     // NULL for Python subclasses of Carrier
+  uint64_t version;
+  sw::Ownership ownership;
+  bool released;               // built-ins: storage relinquished
+  bool constructed_mutable;    // built-ins
+};
+extern PyTypeObject Carrier_Type;
+inline bool is_carrier(PyObject* o) { return PyObject_TypeCheck(o, &Carrier_Type); }
+inline CarrierObject* as_carrier(PyObject* o) { return reinterpret_cast<CarrierObject*>(o); }
+
+uint64_t current_thread_id();
+// True when a Python class in type(self)'s MRO, before the first native
+// class, defines name (a Python override of a hook).
+bool carrier_overrides(PyObject* self, const char* name);
+
+Py_ssize_t carrier_size(PyObject* c);          // -1 on error
+PyObject* carrier_dtype(PyObject* c);           // new ref to a DType
+int carrier_is_released(PyObject* c);
+int carrier_is_mutable(PyObject* c);            // public mutability
+int carrier_is_owned(PyObject* c);
+PyObject* carrier_get(PyObject* c, Py_ssize_t i);            // released/range checks
+int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v);     // + mutability, version += 1
+// Write without the mutability check or version bump: for framework-owned
+// work (move destinations, freshly allocated results) only.
+int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v);
+int carrier_release(PyObject* c);
+PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObject* dtype /*nullable*/);
+PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype /*nullable*/, bool empty);
+int carrier_reserve(PyObject* c, Py_ssize_t n);  // see CarrierVTable::reserve
+void* carrier_host_data(PyObject* c);            // NULL unless native host memory
+PyObject* carrier_dlpack_info(PyObject* c);      // calls the hook
+// Ownership (the _claim_ownership family); 0 / -1 with RuntimeError set.
+int64_t carrier_claim(PyObject* c);
+int carrier_relinquish(PyObject* c, int64_t token);
+int carrier_begin_access(PyObject* c, int64_t token);
+int carrier_end_access(PyObject* c, int64_t token);
+
+// Built-in carrier types (cpu.cpp, generic.cpp, file_backed.cpp,
+// evictable.cpp, metal.cpp).
+extern PyTypeObject CPU_Type;
+extern PyTypeObject Generic_Type;
+extern PyTypeObject FileBacked_Type;
+extern PyTypeObject Evictable_Type;
+extern PyTypeObject Metal_Type;
+// Native host storage of a CPU carrier (for kernels and DLPack).
+struct CPUObject {
+  CarrierObject base;
+  sw::AlignedBuffer buffer;
+  Py_ssize_t size;
+  sw::DTypeCode dtype;
+};
+struct GenericObject {
+  CarrierObject base;
+  PyObject* values;   // list
+  PyObject* dtype;
+};
+struct FileBackedObject {
+  CarrierObject base;
+  sw::FileStorage file;
+  PyObject* dtype;
+  PyObject* name;     // str
+  Py_ssize_t size;
+};
+struct EvictableObject {
+  CarrierObject base;
+  PyObject* primary;
+  PyObject* secondary;
+  int64_t primary_token;
+  int64_t secondary_token;
+  bool evicted;
+};
+// Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
+PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// The per-process temporary directory FileBacked uses (created lazily).
+const char* file_backed_directory();
+
+// --------------------------------------------------------------- tensor.cpp
+struct TensorObject {
+  PyObject_HEAD
+  PyObject* weakreflist;
+  PyObject* carrier;
+  Py_ssize_t offset;
+  PyObject* layout;
+  PyObject* dtype;           // logical dtype
+  PyObject* representation;  // TensorRepresentation for multi-subtensor; else NULL
+  PyObject* autograd_ctx;    // Operation or NULL
+  PyObject* grad;            // Tensor or NULL
+  bool retains_grad;
+};
+extern PyTypeObject Tensor_Type;
+inline bool is_tensor(PyObject* o) { return PyObject_TypeCheck(o, &Tensor_Type); }
+inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }
+// Validating constructor (same checks as Tensor(...)).
+PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout);
+// True for a multi-subtensor tensor.
+inline bool tensor_is_multi(PyObject* t) { return as_tensor(t)->representation != nullptr; }
+// Raises NotImplementedError("Multi-subtensor Tensor <reason> is not
+// implemented ...") and returns -1 for a multi-subtensor tensor; else 0.
+int tensor_reject_multi(PyObject* t, const char* reason);
+
+// --------------------------------------------- operation.cpp, ops.cpp, autograd.cpp
+bool grad_enabled();
+void set_grad_enabled(bool on);
+struct OperationObject {
+  PyObject_HEAD
+  PyObject* dict;
+  PyObject* weakreflist;
+  PyObject* inputs;     // tuple of saved Tensor inputs, or NULL
+  PyObject* versions;   // tuple of version tokens, or NULL
+};
+extern PyTypeObject Operation_Type;
+// Tensor methods implemented by autograd.cpp.
+PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
+PyObject* tensor_add(PyObject* a, PyObject* b);
+PyObject* tensor_mul(PyObject* a, PyObject* b);
+PyObject* tensor_neg(PyObject* a);
+
+// --------------------------------------------------------------- dlpack.cpp
+PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
+PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused);
+
+// -------------------------------------------------- move.cpp, await.cpp
+// Profiling hooks (profiler.cpp) used by operations and moves.
+bool profiler_active();
+
+}  // namespace swpy

@@ -1,0 +1,1 @@
+"""Carrier definitions: storage providers and exact transfer routes."""

@@ -1,0 +1,1 @@
+"""Moving a tensor's values from one carrier into another."""
