@@ -1,5 +1,348 @@
+// Tensor: a view (offset + layout) into a carrier, with its autograd slots.
 #include "sw.hpp"
 
 namespace swpy {
-int tensor_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+PyObject* Tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs);
+
+int Tensor_traverse(PyObject* self, visitproc visit, void* arg) {
+  TensorObject* t = as_tensor(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(t->carrier);
+  Py_VISIT(t->layout);
+  Py_VISIT(t->dtype);
+  Py_VISIT(t->representation);
+  Py_VISIT(t->autograd_ctx);
+  Py_VISIT(t->grad);
+  return 0;
+}
+
+int Tensor_clear(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  // Carrier, layout and dtype stay: they cannot lead back to this tensor
+  // except through objects whose own tp_clear breaks the cycle.
+  Py_CLEAR(t->representation);
+  Py_CLEAR(t->autograd_ctx);
+  Py_CLEAR(t->grad);
+  return 0;
+}
+
+void Tensor_dealloc(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  PyObject_GC_UnTrack(self);
+  if (t->weakreflist) PyObject_ClearWeakRefs(self);
+  Tensor_clear(self);
+  Py_CLEAR(t->carrier);
+  Py_CLEAR(t->layout);
+  Py_CLEAR(t->dtype);
+  PyTypeObject* tp = Py_TYPE(self);
+  tp->tp_free(self);
+  if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(tp);
+}
+
+// Builds a tensor object without validation (callers validated).
+PyObject* tensor_alloc(PyTypeObject* type, PyObject* carrier, Py_ssize_t offset, PyObject* layout,
+                       PyObject* dtype) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  TensorObject* t = as_tensor(self);
+  t->carrier = Py_NewRef(carrier);
+  t->offset = offset;
+  t->layout = Py_NewRef(layout);
+  t->dtype = Py_NewRef(dtype);
+  t->representation = nullptr;
+  t->autograd_ctx = nullptr;
+  t->grad = nullptr;
+  t->retains_grad = false;
+  return self;
+}
+
+// Offset argument: a non-bool int, non-negative.
+int parse_offset(PyObject* o, Py_ssize_t* out) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "offset must be an int, not %.100s", Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow < 0 || v < 0) {
+    PyErr_SetString(PyExc_ValueError, "offset must be non-negative");
+    return -1;
+  }
+  if (overflow > 0 || v > PY_SSIZE_T_MAX) {
+    PyErr_SetString(PyExc_ValueError, "offset exceeds carrier size");
+    return -1;
+  }
+  *out = static_cast<Py_ssize_t>(v);
+  return 0;
+}
+
+PyObject* tensor_validated(PyTypeObject* type, PyObject* carrier, PyObject* offset_obj, PyObject* layout) {
+  if (!is_carrier(carrier)) {
+    PyErr_Format(PyExc_TypeError, "Tensor carrier must be a Carrier instance, not %.100s",
+                 Py_TYPE(carrier)->tp_name);
+    return nullptr;
+  }
+  if (!is_layout(layout)) {
+    PyErr_Format(PyExc_TypeError, "Tensor layout must be a Layout, not %.100s", Py_TYPE(layout)->tp_name);
+    return nullptr;
+  }
+  Py_ssize_t offset;
+  if (parse_offset(offset_obj, &offset) < 0) return nullptr;
+  Py_ssize_t csize = carrier_size(carrier);
+  if (csize < 0) return nullptr;
+  int64_t cosize = layout_of(layout).cosize();
+  if (static_cast<int64_t>(offset) > static_cast<int64_t>(csize) - cosize) {
+    PyErr_Format(PyExc_ValueError,
+                 "offset %zd + layout cosize %lld exceeds carrier size %zd", offset,
+                 static_cast<long long>(cosize), csize);
+    return nullptr;
+  }
+  PyObject* dtype = carrier_dtype(carrier);
+  if (!dtype) return nullptr;
+  PyObject* t = tensor_alloc(type, carrier, offset, layout, dtype);
+  Py_DECREF(dtype);
+  return t;
+}
+
+PyObject* Tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"carrier", "offset", "layout", nullptr};
+  PyObject *carrier, *offset, *layout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:Tensor", const_cast<char**>(kwlist), &carrier,
+                                   &offset, &layout))
+    return nullptr;
+  return tensor_validated(type, carrier, offset, layout);
+}
+
+// ---- members
+
+PyObject* Tensor_get_carrier(PyObject* self, void*) { return Py_NewRef(as_tensor(self)->carrier); }
+PyObject* Tensor_get_offset(PyObject* self, void*) { return PyLong_FromSsize_t(as_tensor(self)->offset); }
+PyObject* Tensor_get_layout(PyObject* self, void*) { return Py_NewRef(as_tensor(self)->layout); }
+
+PyObject* Tensor_get_version(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(as_carrier(as_tensor(self)->carrier)->version);
+}
+
+PyObject* Tensor_get_autograd_ctx(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  if (!t->autograd_ctx) Py_RETURN_NONE;
+  return Py_NewRef(t->autograd_ctx);
+}
+
+int Tensor_set_autograd_ctx(PyObject* self, PyObject* value, void*) {
+  TensorObject* t = as_tensor(self);
+  if (value == nullptr || value == Py_None) {
+    Py_CLEAR(t->autograd_ctx);
+    return 0;
+  }
+  if (!PyObject_TypeCheck(value, &Operation_Type)) {
+    PyErr_Format(PyExc_TypeError, "autograd_ctx must be an Operation or None, not %.100s",
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  Py_XSETREF(t->autograd_ctx, Py_NewRef(value));
+  return 0;
+}
+
+bool tensor_is_differentiable(PyObject* self) { return dtype_is_differentiable(as_tensor(self)->dtype); }
+
+PyObject* Tensor_get_grad(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  if (!tensor_is_differentiable(self)) {
+    PyErr_Format(PyExc_RuntimeError, "a %s tensor is not differentiable and has no grad",
+                 as_tensor(self)->dtype ? reinterpret_cast<DTypeObject*>(t->dtype)->name : "?");
+    return nullptr;
+  }
+  if (!t->grad) Py_RETURN_NONE;
+  return Py_NewRef(t->grad);
+}
+
+int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
+  TensorObject* t = as_tensor(self);
+  if (value == nullptr || value == Py_None) {
+    Py_CLEAR(t->grad);
+    return 0;
+  }
+  if (!is_tensor(value)) {
+    PyErr_Format(PyExc_TypeError, "grad must be a Tensor or None, not %.100s", Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  if (!tensor_is_differentiable(self)) {
+    PyErr_SetString(PyExc_RuntimeError, "a non-differentiable tensor has no grad");
+    return -1;
+  }
+  Py_XSETREF(t->grad, Py_NewRef(value));
+  return 0;
+}
+
+PyObject* Tensor_size(PyObject* self, PyObject*) {
+  return PyLong_FromLongLong(layout_of(as_tensor(self)->layout).size());
+}
+
+PyObject* Tensor_dtype(PyObject* self, PyObject*) { return Py_NewRef(as_tensor(self)->dtype); }
+
+PyObject* Tensor_is_mutable(PyObject* self, PyObject*) {
+  if (tensor_is_multi(self)) Py_RETURN_FALSE;
+  int m = carrier_is_mutable(as_tensor(self)->carrier);
+  if (m < 0) return nullptr;
+  return PyBool_FromLong(m);
+}
+
+PyObject* Tensor_is_differentiable(PyObject* self, PyObject*) {
+  return PyBool_FromLong(tensor_is_differentiable(self));
+}
+
+PyObject* Tensor_retain_grad(PyObject* self, PyObject*) {
+  if (!tensor_is_differentiable(self)) {
+    PyErr_SetString(PyExc_RuntimeError, "retain_grad() on a non-differentiable tensor");
+    return nullptr;
+  }
+  as_tensor(self)->retains_grad = true;
+  Py_RETURN_NONE;
+}
+
+PyObject* Tensor_from_representation(PyObject* cls, PyObject* rep);
+
+PyObject* Tensor_get_representation(PyObject* self, void*);
+
+// ---- indexing
+
+PyObject* Tensor_subscript(PyObject* self, PyObject* key) {
+  if (tensor_reject_multi(self, "indexing") < 0) return nullptr;
+  TensorObject* t = as_tensor(self);
+  int64_t idx;
+  if (layout_index_from_key(t->layout, key, &idx) < 0) return nullptr;
+  return carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(idx));
+}
+
+int Tensor_ass_subscript(PyObject* self, PyObject* key, PyObject* value) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "Tensor elements cannot be deleted");
+    return -1;
+  }
+  if (tensor_reject_multi(self, "indexing") < 0) return -1;
+  TensorObject* t = as_tensor(self);
+  int64_t idx;
+  if (layout_index_from_key(t->layout, key, &idx) < 0) return -1;
+  return carrier_set(t->carrier, t->offset + static_cast<Py_ssize_t>(idx), value);
+}
+
+
+PyObject* Tensor_repr(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  if (tensor_is_multi(self))
+    return PyUnicode_FromFormat("Tensor(<multi-subtensor %R>, layout=%R)", t->dtype, t->layout);
+  return PyUnicode_FromFormat("Tensor(carrier=%s, offset=%zd, layout=%R, dtype=%R)",
+                              Py_TYPE(t->carrier)->tp_name, t->offset, t->layout, t->dtype);
+}
+
+PyObject* Tensor_nb_add(PyObject* a, PyObject* b) { return tensor_add(a, b); }
+PyObject* Tensor_nb_mul(PyObject* a, PyObject* b) { return tensor_mul(a, b); }
+PyObject* Tensor_nb_neg(PyObject* a) { return tensor_neg(a); }
+
+PyNumberMethods Tensor_as_number = {};
+PyMappingMethods Tensor_as_mapping = {nullptr, Tensor_subscript, Tensor_ass_subscript};
+
+PyMethodDef Tensor_methods[] = {
+    {"size", Tensor_size, METH_NOARGS, "Logical element count (the layout's size)."},
+    {"dtype", Tensor_dtype, METH_NOARGS, "Logical dtype."},
+    {"is_mutable", Tensor_is_mutable, METH_NOARGS,
+     "True for a single-subtensor tensor whose carrier is publicly mutable."},
+    {"is_differentiable", Tensor_is_differentiable, METH_NOARGS,
+     "True when the logical dtype is Float32 or Floating."},
+    {"retain_grad", Tensor_retain_grad, METH_NOARGS, "Keep .grad on this non-leaf tensor after backward."},
+    {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_backward)),
+     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=False): reverse-mode traversal."},
+    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_dlpack)),
+     METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None): zero-copy export."},
+    {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS, "The exporting carrier's DLPack device."},
+    {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,
+     "Build a tensor from a validated TensorRepresentation."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Tensor_getset[] = {
+    {"carrier", Tensor_get_carrier, nullptr, "the carrier given", nullptr},
+    {"offset", Tensor_get_offset, nullptr, "offset into the carrier, in slots", nullptr},
+    {"layout", Tensor_get_layout, nullptr, "the layout given", nullptr},
+    {"version", Tensor_get_version, nullptr, "the carrier's version", nullptr},
+    {"autograd_ctx", Tensor_get_autograd_ctx, Tensor_set_autograd_ctx,
+     "the Operation that produced this tensor, or None for a leaf", nullptr},
+    {"grad", Tensor_get_grad, Tensor_set_grad, "accumulated gradient", nullptr},
+    {"_representation", Tensor_get_representation, nullptr,
+     "the authoritative TensorRepresentation (multi-subtensor tensors)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+}  // namespace
+
+PyTypeObject Tensor_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Tensor",
+    sizeof(TensorObject),
+};
+
+PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout) {
+  PyObject* off = PyLong_FromSsize_t(offset);
+  if (!off) return nullptr;
+  PyObject* t = tensor_validated(&Tensor_Type, carrier, off, layout);
+  Py_DECREF(off);
+  return t;
+}
+
+int tensor_reject_multi(PyObject* t, const char* reason) {
+  if (!tensor_is_multi(t)) return 0;
+  PyErr_Format(PyExc_NotImplementedError,
+               "Multi-subtensor Tensor %s is not implemented (only single-subtensor tensors are "
+               "supported)",
+               reason);
+  return -1;
+}
+
+// Defined in representation.cpp.
+PyObject* representation_build_tensor(PyObject* rep);
+PyObject* representation_of_single(PyObject* tensor);
+
+namespace {
+PyObject* Tensor_from_representation(PyObject*, PyObject* rep) { return representation_build_tensor(rep); }
+
+PyObject* Tensor_get_representation(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  if (t->representation) return Py_NewRef(t->representation);
+  return representation_of_single(self);
+}
+}  // namespace
+
+// Used by representation.cpp to make the multi-subtensor object.
+PyObject* tensor_alloc_multi(PyObject* rep, PyObject* logical_dtype, PyObject* carrier, Py_ssize_t offset,
+                             PyObject* layout) {
+  PyObject* t = tensor_alloc(&Tensor_Type, carrier, offset, layout, logical_dtype);
+  if (!t) return nullptr;
+  as_tensor(t)->representation = Py_NewRef(rep);
+  return t;
+}
+
+int tensor_module_init(PyObject* module) {
+  Tensor_as_number.nb_add = Tensor_nb_add;
+  Tensor_as_number.nb_multiply = Tensor_nb_mul;
+  Tensor_as_number.nb_negative = Tensor_nb_neg;
+  Tensor_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  Tensor_Type.tp_doc =
+      "Tensor(carrier, offset, layout): a strided view of a carrier's slots.";
+  Tensor_Type.tp_new = Tensor_new;
+  Tensor_Type.tp_dealloc = Tensor_dealloc;
+  Tensor_Type.tp_traverse = Tensor_traverse;
+  Tensor_Type.tp_clear = Tensor_clear;
+  Tensor_Type.tp_repr = Tensor_repr;
+  Tensor_Type.tp_as_number = &Tensor_as_number;
+  Tensor_Type.tp_as_mapping = &Tensor_as_mapping;
+  Tensor_Type.tp_methods = Tensor_methods;
+  Tensor_Type.tp_getset = Tensor_getset;
+  Tensor_Type.tp_weaklistoffset = offsetof(TensorObject, weakreflist);
+  return add_type(module, &Tensor_Type, "Tensor");
+}
+
 }  // namespace swpy
