@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace sw {
@@ -26,9 +27,20 @@ struct IntTree {
   // Depth-first leaf values.
   void collect_leaves(std::vector<int64_t>& out) const;
   std::vector<int64_t> leaves() const { std::vector<int64_t> v; collect_leaves(v); return v; }
-  // Product of leaf values (1 for an empty tree).
+  // Product of leaf values (1 for an empty tree). Throws std::overflow_error
+  // when the product does not fit int64.
   int64_t product() const;
 };
+
+// Python-tuple style text of a tree: "(2, (3, 4))", "(5,)", "()"; a bare
+// leaf is its number. Used in error messages and reprs.
+std::string to_string(const IntTree& t);
+// Empty when a and b are congruent; otherwise a description of the first
+// mismatch ("mode 1: shape has 2 sub-modes but stride has 3").
+std::string congruence_mismatch(const IntTree& shape, const IntTree& stride);
+// Scalar index of a colexicographic ordinal within the mode (shape, stride)
+// (congruent, validated); precondition 0 <= ordinal < shape.product().
+int64_t tree_index_of_ordinal(const IntTree& shape, const IntTree& stride, int64_t ordinal);
 
 // Same tree profile (node/leaf structure and child counts).
 bool congruent(const IntTree& a, const IntTree& b);
@@ -53,10 +65,15 @@ class Layout {
   int64_t size() const { return size_; }
   // 1 + sum over leaves of stride * (extent - 1); always >= 1.
   int64_t cosize() const { return cosize_; }
+  // Exact for every layout whose size or reduced span is below a few million
+  // (see layout.cpp); beyond that budget it answers false only for layouts
+  // it cannot prove injective (conservative, documented in layout.cpp).
   bool is_injective() const;
   // Scalar index of the flat (colexicographic) ordinal; precondition
   // 0 <= ordinal < size().
   int64_t index_of_ordinal(int64_t ordinal) const;
+  // True when some leaf of extent > 1 has stride 0 (a broadcast mode);
+  // extent-1 leaves never repeat an index, whatever their stride.
   bool has_stride_zero() const;
 
   // Compact injective layout: each leaf's stride is the product of the
