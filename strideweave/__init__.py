@@ -16,3 +16,4 @@ from . import _core  # noqa: E402
 from ._core import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"
+from ._profiler import Profiler, ProfilerAverage, ProfilerEvent, profile  # noqa: E402,F401

@@ -1,0 +1,154 @@
+"""Python side of profiling: frozen event records, aggregation, rendering.
+
+The native ``_ProfileSession`` records raw events (operations, and the
+``move.submit`` / ``move.complete`` pair of every move); this module turns
+them into :class:`ProfilerEvent` records. Self time is computed here from the
+parent links: an event's duration minus the durations of its direct children
+that ran on the same thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ._core import _ProfileSession
+
+__all__ = ["ProfilerEvent", "ProfilerAverage", "profile", "Profiler"]
+
+
+@dataclass(frozen=True)
+class ProfilerEvent:
+    id: int
+    parent_id: Optional[int]
+    name: str
+    carrier_type: Optional[type]
+    implementation_type: Optional[type]
+    input_shapes: Optional[tuple]
+    start_time_ns: int
+    duration_ns: int
+    self_time_ns: int
+    thread_id: int
+    succeeded: bool
+
+
+@dataclass(frozen=True)
+class ProfilerAverage:
+    name: str
+    carrier_type: Optional[type]
+    implementation_type: Optional[type]
+    count: int
+    total_duration_ns: int
+    self_time_ns: int
+    failures: int
+
+    @property
+    def average_duration_ns(self) -> float:
+        return self.total_duration_ns / self.count if self.count else 0.0
+
+
+def _type_name(t: Any) -> str:
+    return "-" if t is None else getattr(t, "__name__", str(t))
+
+
+class profile:
+    """Single-use profiling context: ``with profile() as p: ...; p.events()``.
+
+    ``carriers`` restricts recording to events whose carrier class is one of
+    the given classes (or a subclass); ``record_shapes`` keeps the input
+    shapes of operation events.
+    """
+
+    def __init__(self, *, carriers=None, record_shapes: bool = False):
+        self._session = _ProfileSession(carriers=carriers, record_shapes=bool(record_shapes))
+        self._entered = False
+
+    def __enter__(self) -> "profile":
+        self._session._enter()
+        self._entered = True
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._session._exit()
+        return False
+
+    def events(self) -> list[ProfilerEvent]:
+        raw = self._session._events()
+        child_time: dict[int, int] = {}
+        thread_of = {r[0]: r[8] for r in raw}
+        for r in raw:
+            parent = r[1]
+            if parent and thread_of.get(parent) == r[8]:
+                child_time[parent] = child_time.get(parent, 0) + r[7]
+        return [
+            ProfilerEvent(
+                id=r[0],
+                parent_id=r[1] or None,
+                name=r[2],
+                carrier_type=r[3],
+                implementation_type=r[4],
+                input_shapes=r[5],
+                start_time_ns=r[6],
+                duration_ns=r[7],
+                self_time_ns=max(0, r[7] - child_time.get(r[0], 0)),
+                thread_id=r[8],
+                succeeded=r[9],
+            )
+            for r in raw
+        ]
+
+    def key_averages(self) -> list[ProfilerAverage]:
+        groups: dict[tuple, list[ProfilerEvent]] = {}
+        for e in self.events():
+            groups.setdefault((e.name, e.carrier_type, e.implementation_type), []).append(e)
+        out = [
+            ProfilerAverage(
+                name=k[0], carrier_type=k[1], implementation_type=k[2], count=len(v),
+                total_duration_ns=sum(e.duration_ns for e in v),
+                self_time_ns=sum(e.self_time_ns for e in v),
+                failures=sum(not e.succeeded for e in v),
+            )
+            for k, v in groups.items()
+        ]
+        out.sort(key=lambda a: a.total_duration_ns, reverse=True)
+        return out
+
+    def table(self) -> str:
+        rows = [("name", "carrier", "implementation", "count", "total us", "self us", "avg us", "failed")]
+        for a in self.key_averages():
+            rows.append((a.name, _type_name(a.carrier_type), _type_name(a.implementation_type), str(a.count),
+                         f"{a.total_duration_ns / 1e3:.1f}", f"{a.self_time_ns / 1e3:.1f}",
+                         f"{a.average_duration_ns / 1e3:.1f}", str(a.failures)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def to_chrome_trace(self, path) -> None:
+        """Write the events as Chrome trace-event JSON (opens in Perfetto)."""
+        pid = os.getpid()
+        trace = []
+        for e in self.events():
+            trace.append({
+                "name": e.name, "cat": "move" if e.name.startswith("move.") else "operation",
+                "ph": "X", "ts": e.start_time_ns / 1e3, "dur": e.duration_ns / 1e3,
+                "pid": pid, "tid": e.thread_id,
+                "args": {"id": e.id, "parent_id": e.parent_id,
+                         "carrier_type": _type_name(e.carrier_type),
+                         "implementation_type": _type_name(e.implementation_type),
+                         "succeeded": e.succeeded,
+                         "input_shapes": [repr(s) for s in e.input_shapes] if e.input_shapes else None},
+            })
+            if e.name == "move.complete" and e.parent_id:
+                # Flow arrow from the submission to its completion.
+                trace.append({"name": "move", "cat": "move", "ph": "f", "bp": "e", "id": e.parent_id,
+                              "ts": e.start_time_ns / 1e3, "pid": pid, "tid": e.thread_id})
+            elif e.name == "move.submit":
+                trace.append({"name": "move", "cat": "move", "ph": "s", "id": e.id,
+                              "ts": e.start_time_ns / 1e3, "pid": pid, "tid": e.thread_id})
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"traceEvents": trace, "displayTimeUnit": "ns"}, f)
+
+
+Profiler = profile

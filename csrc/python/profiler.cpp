@@ -1,17 +1,246 @@
-// Profiling sessions (temporary: no session is ever active yet).
+// Profiling sessions: the native side of strideweave.profile. A session
+// collects raw events; strideweave/_profiler.py turns them into frozen
+// ProfilerEvent records, aggregates and renders them.
+#include <string>
+#include <vector>
+
 #include "sw.hpp"
 
 namespace swpy {
 
-PyObject* profiler_current() { return nullptr; }
-int64_t profiler_new_id(PyObject*) { return 0; }
-int64_t profiler_parent_id(PyObject*) { return 0; }
-void profiler_push(PyObject*, int64_t) {}
-void profiler_pop(PyObject*) {}
-int profiler_record(PyObject*, int64_t, int64_t, const char*, PyObject*, PyObject*, PyObject*,
-                    int64_t, int64_t, uint64_t, bool) {
+namespace {
+
+struct RawEvent {
+  int64_t id;
+  int64_t parent_id;
+  std::string name;
+  PyObject* carrier_type;         // strong or NULL
+  PyObject* implementation_type;  // strong or NULL
+  PyObject* input_shapes;         // strong or NULL
+  int64_t start_ns;
+  int64_t duration_ns;
+  uint64_t thread_id;
+  bool succeeded;
+};
+
+struct SessionObject {
+  PyObject_HEAD
+  std::vector<RawEvent>* events;
+  PyObject* carriers;  // tuple of classes or NULL (all)
+  int64_t next_id;
+  bool record_shapes;
+  int state;  // 0 new, 1 active, 2 finished
+};
+
+SessionObject* as_session(PyObject* o) { return reinterpret_cast<SessionObject*>(o); }
+
+// This thread's active session (borrowed; the Python profile object keeps it
+// alive while active) and its stack of open operation events.
+thread_local PyObject* tls_session = nullptr;
+thread_local std::vector<std::pair<PyObject*, int64_t>> tls_stack;
+
+PyTypeObject Session_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core._ProfileSession",
+                             sizeof(SessionObject)};
+
+PyObject* Session_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"carriers", "record_shapes", nullptr};
+  PyObject* carriers = Py_None;
+  int record_shapes = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$Op:_ProfileSession", const_cast<char**>(kwlist), &carriers,
+                                   &record_shapes))
+    return nullptr;
+  PyObject* filter = nullptr;
+  if (carriers != Py_None) {
+    if (PyType_Check(carriers)) {
+      filter = PyTuple_Pack(1, carriers);
+    } else {
+      filter = PySequence_Tuple(carriers);
+    }
+    if (!filter) return nullptr;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(filter); ++i) {
+      PyObject* c = PyTuple_GET_ITEM(filter, i);
+      if (!PyType_Check(c) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(c), &Carrier_Type)) {
+        Py_DECREF(filter);
+        PyErr_SetString(PyExc_TypeError, "carriers must be Carrier classes (or None for all)");
+        return nullptr;
+      }
+    }
+  }
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) {
+    Py_XDECREF(filter);
+    return nullptr;
+  }
+  SessionObject* s = as_session(self);
+  s->events = new std::vector<RawEvent>();
+  s->carriers = filter;
+  s->next_id = 1;
+  s->record_shapes = record_shapes != 0;
+  s->state = 0;
+  return self;
+}
+
+void clear_events(SessionObject* s) {
+  if (!s->events) return;
+  for (auto& e : *s->events) {
+    Py_CLEAR(e.carrier_type);
+    Py_CLEAR(e.implementation_type);
+    Py_CLEAR(e.input_shapes);
+  }
+  s->events->clear();
+}
+
+int Session_traverse(PyObject* self, visitproc visit, void* arg) {
+  SessionObject* s = as_session(self);
+  Py_VISIT(s->carriers);
+  if (s->events)
+    for (auto& e : *s->events) {
+      Py_VISIT(e.carrier_type);
+      Py_VISIT(e.implementation_type);
+      Py_VISIT(e.input_shapes);
+    }
   return 0;
 }
-int profiler_module_init(PyObject*) { return 0; }
+
+int Session_clear(PyObject* self) {
+  SessionObject* s = as_session(self);
+  Py_CLEAR(s->carriers);
+  clear_events(s);
+  return 0;
+}
+
+void Session_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  if (tls_session == self) tls_session = nullptr;
+  Session_clear(self);
+  delete as_session(self)->events;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* Session_enter(PyObject* self, PyObject*) {
+  SessionObject* s = as_session(self);
+  if (s->state != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "a profile context is single-use and was already entered");
+    return nullptr;
+  }
+  if (tls_session) {
+    PyErr_SetString(PyExc_RuntimeError, "another profile context is already active on this thread");
+    return nullptr;
+  }
+  s->state = 1;
+  tls_session = self;
+  Py_RETURN_NONE;
+}
+
+PyObject* Session_exit(PyObject* self, PyObject*) {
+  SessionObject* s = as_session(self);
+  if (s->state == 1) s->state = 2;
+  if (tls_session == self) tls_session = nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* none_or(PyObject* o) { return o ? Py_NewRef(o) : Py_NewRef(Py_None); }
+
+// Raw events as tuples: (id, parent_id, name, carrier_type,
+// implementation_type, input_shapes, start_ns, duration_ns, thread_id,
+// succeeded).
+PyObject* Session_events(PyObject* self, PyObject*) {
+  SessionObject* s = as_session(self);
+  PyObject* out = PyList_New(0);
+  if (!out) return nullptr;
+  for (const auto& e : *s->events) {
+    PyObject* t = Py_BuildValue("(LLsNNNLLKO)", static_cast<long long>(e.id), static_cast<long long>(e.parent_id),
+                                e.name.c_str(), none_or(e.carrier_type), none_or(e.implementation_type),
+                                none_or(e.input_shapes), static_cast<long long>(e.start_ns),
+                                static_cast<long long>(e.duration_ns),
+                                static_cast<unsigned long long>(e.thread_id), e.succeeded ? Py_True : Py_False);
+    if (!t || PyList_Append(out, t) < 0) {
+      Py_XDECREF(t);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(t);
+  }
+  return out;
+}
+
+PyObject* Session_get_active(PyObject* self, void*) { return PyBool_FromLong(as_session(self)->state == 1); }
+
+PyMethodDef Session_methods[] = {
+    {"_enter", Session_enter, METH_NOARGS, "Make this session active on the calling thread."},
+    {"_exit", Session_exit, METH_NOARGS, "Deactivate this session."},
+    {"_events", Session_events, METH_NOARGS, "Raw recorded events as tuples."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Session_getset[] = {{"active", Session_get_active, nullptr, "entered and not exited", nullptr},
+                                {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+bool passes_filter(SessionObject* s, PyObject* carrier_type) {
+  if (!s->carriers) return true;
+  if (!carrier_type || !PyType_Check(carrier_type)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->carriers); ++i)
+    if (PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(carrier_type),
+                         reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(s->carriers, i))))
+      return true;
+  return false;
+}
+
+}  // namespace
+
+PyObject* profiler_current() {
+  if (tls_session && as_session(tls_session)->state == 1) return tls_session;
+  return nullptr;
+}
+
+int64_t profiler_new_id(PyObject* session) { return session ? as_session(session)->next_id++ : 0; }
+
+int64_t profiler_parent_id(PyObject* session) {
+  for (auto it = tls_stack.rbegin(); it != tls_stack.rend(); ++it)
+    if (it->first == session) return it->second;
+  return 0;
+}
+
+void profiler_push(PyObject* session, int64_t id) {
+  if (session) tls_stack.emplace_back(session, id);
+}
+
+void profiler_pop(PyObject* session) {
+  for (auto it = tls_stack.rbegin(); it != tls_stack.rend(); ++it) {
+    if (it->first == session) {
+      tls_stack.erase(std::next(it).base());
+      return;
+    }
+  }
+}
+
+int profiler_record(PyObject* session, int64_t id, int64_t parent_id, const char* name, PyObject* carrier_type,
+                    PyObject* implementation_type, PyObject* input_shapes, int64_t start_ns, int64_t duration_ns,
+                    uint64_t thread_id, bool succeeded) {
+  if (!session) return 0;
+  SessionObject* s = as_session(session);
+  if (!passes_filter(s, carrier_type)) return 0;
+  try {
+    s->events->push_back(RawEvent{id, parent_id, name, carrier_type ? Py_NewRef(carrier_type) : nullptr,
+                                  implementation_type ? Py_NewRef(implementation_type) : nullptr,
+                                  (s->record_shapes && input_shapes) ? Py_NewRef(input_shapes) : nullptr,
+                                  start_ns, duration_ns, thread_id, succeeded});
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
+int profiler_module_init(PyObject* module) {
+  Session_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  Session_Type.tp_doc = "Native event store behind strideweave.profile (private).";
+  Session_Type.tp_new = Session_new;
+  Session_Type.tp_dealloc = Session_dealloc;
+  Session_Type.tp_traverse = Session_traverse;
+  Session_Type.tp_clear = Session_clear;
+  Session_Type.tp_methods = Session_methods;
+  Session_Type.tp_getset = Session_getset;
+  return add_type(module, &Session_Type, "_ProfileSession");
+}
 
 }  // namespace swpy
