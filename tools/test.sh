@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs (GoogleTest from Debian, the
+# Python test dependencies, the package itself), then runs the engine's
+# GoogleTest suite through `meson test` and the pytest suite against the
+# installed wheel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -f /usr/include/gtest/gtest.h ]; then
+  echo "== installing GoogleTest (libgtest-dev)"
+  (apt-get update -qq && apt-get install -y -qq libgtest-dev) >/dev/null
+fi
+
+echo "== installing Python test dependencies"
+python -m pip install -q --disable-pip-version-check \
+  "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis torch==2.13.0 jax
+
+echo "== building and installing strideweave"
+python -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps .
+
+echo "== GoogleTest (meson test)"
+if [ -d build-test ]; then
+  meson setup build-test --reconfigure -Dgtest=enabled >/dev/null
+else
+  meson setup build-test -Dgtest=enabled >/dev/null
+fi
+ninja -C build-test >/dev/null
+meson test -C build-test --print-errorlogs
+
+echo "== pytest (installed wheel)"
+# -P keeps the source tree's strideweave/ (which has no compiled _core) off
+# sys.path, so the tests import the installed package.
+python -P -m pytest tests -q "$@"
