@@ -1,1 +1,113 @@
-// placeholder: implemented by its owner
+// DLPack managed-tensor construction: one block per managed tensor (see
+// dlpack_export.hpp). Plain malloc/free on purpose: the deleter may run on a
+// thread without the GIL, where the Python allocator must not be used.
+#include "dlpack_export.hpp"
+
+#include <cstddef>
+#include <cstdlib>
+#include <limits>
+#include <new>
+
+namespace sw::dlpack {
+
+namespace {
+
+constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Offsets of the context and of the two arrays inside the block for a struct
+// of type T. int64 alignment is enough for everything in the block.
+template <class T>
+struct BlockLayout {
+  static constexpr size_t kCtx = align_up(sizeof(T), alignof(ExportContext));
+  static constexpr size_t kArrays = align_up(kCtx + sizeof(ExportContext), alignof(int64_t));
+  static_assert(alignof(T) <= alignof(std::max_align_t), "malloc alignment suffices");
+  static_assert(alignof(ExportContext) <= alignof(std::max_align_t), "malloc alignment suffices");
+};
+
+// Allocates and fills the common parts; returns the block or nullptr.
+template <class T>
+T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTensor** tensor_out) noexcept {
+  using L = BlockLayout<T>;
+  const size_t n = spec.leaves.size();
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return nullptr;
+  if (n > (std::numeric_limits<size_t>::max() - L::kArrays) / (2 * sizeof(int64_t))) return nullptr;
+  auto* bytes = static_cast<unsigned char*>(std::malloc(L::kArrays + 2 * n * sizeof(int64_t)));
+  if (!bytes) return nullptr;
+  T* self = new (bytes) T{};
+  auto* ctx = new (bytes + L::kCtx) ExportContext{};
+  auto* shape = reinterpret_cast<int64_t*>(bytes + L::kArrays);
+  int64_t* strides = shape + n;
+  for (size_t i = 0; i < n; ++i) {
+    shape[i] = spec.leaves[i].extent;
+    strides[i] = spec.leaves[i].stride;
+  }
+  ctx->owner = owner;
+  ctx->release_owner = release_owner;
+  // Valid (one-past-the-context) pointers even for ndim 0, which every
+  // consumer accepts; NULL strides would mean "compact" to a consumer.
+  ctx->shape = shape;
+  ctx->strides = strides;
+  ctx->ndim = static_cast<int32_t>(n);
+  self->manager_ctx = ctx;
+  DLTensor* t = &self->dl_tensor;
+  t->data = spec.data;
+  t->device = spec.device;
+  t->ndim = ctx->ndim;
+  t->dtype = spec.dtype;
+  t->shape = shape;
+  t->strides = strides;
+  t->byte_offset = spec.byte_offset;
+  *tensor_out = t;
+  return self;
+}
+
+// Frees the block first, then releases the owner: the owner callback may run
+// arbitrary teardown, and nothing in the block is needed by then.
+void destroy(void* block, ExportContext* ctx) noexcept {
+  void* owner = ctx->owner;
+  OwnerRelease release_owner = ctx->release_owner;
+  std::free(block);
+  if (release_owner) release_owner(owner);
+}
+
+}  // namespace
+
+extern "C" void sw_dlpack_legacy_deleter(DLManagedTensor* self) {
+  if (!self) return;
+  destroy(self, static_cast<ExportContext*>(self->manager_ctx));
+}
+
+extern "C" void sw_dlpack_versioned_deleter(DLManagedTensorVersioned* self) {
+  if (!self) return;
+  destroy(self, static_cast<ExportContext*>(self->manager_ctx));
+}
+
+bool dl_dtype_for(DTypeCode code, DLDataType* out) noexcept {
+  switch (code) {
+    case DTypeCode::Float32: *out = DLDataType{kDLFloat, 32, 1}; return true;
+    case DTypeCode::Int32: *out = DLDataType{kDLInt, 32, 1}; return true;
+    default: return false;
+  }
+}
+
+DLManagedTensor* make_legacy(const ExportSpec& spec, void* owner, OwnerRelease release_owner) noexcept {
+  DLTensor* t = nullptr;
+  DLManagedTensor* self = build<DLManagedTensor>(spec, owner, release_owner, &t);
+  if (!self) return nullptr;
+  self->deleter = sw_dlpack_legacy_deleter;
+  return self;
+}
+
+DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,
+                                         OwnerRelease release_owner) noexcept {
+  DLTensor* t = nullptr;
+  DLManagedTensorVersioned* self = build<DLManagedTensorVersioned>(spec, owner, release_owner, &t);
+  if (!self) return nullptr;
+  // Capped at 1.0 whatever the consumer's ceiling: that is what we implement.
+  self->version = DLPackVersion{1, 0};
+  self->flags = spec.read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  self->deleter = sw_dlpack_versioned_deleter;
+  return self;
+}
+
+}  // namespace sw::dlpack
