@@ -1,5 +1,372 @@
+// Layout: an immutable (Shape, Stride) pair; the math lives in the engine
+// (csrc/engine/layout.cpp), this file only parses and converts.
+//
+// Decisions where API.md is silent:
+//  - is_injective is a property (like size and cosize); the engine answers
+//    exactly for every practical layout, see Layout::is_injective.
+//  - layout[i] / iteration yield top-level modes as Layouts (a leaf mode i
+//    gives Layout(Shape(e), Stride(s))); layout[a:b] gives the Layout of
+//    those modes.
+//  - Keys are strict: only int (not bool) and tuple/list parts; a tuple/list
+//    where the shape has a leaf is "not in domain" (ValueError).
+//  - Layout.canonical(x) with a non-Shape x raises TypeError, as
+//    broadcast_to does.
+#include <new>
+#include <string>
+
 #include "sw.hpp"
 
 namespace swpy {
-int layout_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+constexpr const char* kNotInDomain = "Key is not in domain of shape";
+
+LayoutObject* as_layout(PyObject* o) { return reinterpret_cast<LayoutObject*>(o); }
+
+// Takes new references to shape and stride (steals both, even on failure).
+PyObject* layout_alloc(PyObject* shape, PyObject* stride, sw::Layout l) {
+  PyObject* self = Layout_Type.tp_alloc(&Layout_Type, 0);
+  if (!self) {
+    Py_DECREF(shape);
+    Py_DECREF(stride);
+    return nullptr;
+  }
+  as_layout(self)->shape = shape;
+  as_layout(self)->stride = stride;
+  new (&as_layout(self)->layout) sw::Layout(std::move(l));
+  return self;
+}
+
+PyObject* Layout_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"shape", "stride", nullptr};
+  PyObject *shape, *stride;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:Layout", const_cast<char**>(kwlist), &shape, &stride))
+    return nullptr;
+  if (!PyObject_TypeCheck(shape, &Shape_Type)) {
+    PyErr_Format(PyExc_ValueError, "Layout shape must be a Shape, got %.100s", Py_TYPE(shape)->tp_name);
+    return nullptr;
+  }
+  if (!PyObject_TypeCheck(stride, &Stride_Type)) {
+    PyErr_Format(PyExc_ValueError, "Layout stride must be a Stride, got %.100s", Py_TYPE(stride)->tp_name);
+    return nullptr;
+  }
+  try {
+    sw::Layout l(tree_of(shape), tree_of(stride));
+    return layout_alloc(Py_NewRef(shape), Py_NewRef(stride), std::move(l));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+void Layout_dealloc(PyObject* self) {
+  as_layout(self)->layout.~Layout();
+  Py_CLEAR(as_layout(self)->shape);
+  Py_CLEAR(as_layout(self)->stride);
+  Py_TYPE(self)->tp_free(self);
+}
+
+// Builds a Layout object from trees (C++ exceptions mapped to Python).
+PyObject* layout_from_trees(sw::IntTree shape, sw::IntTree stride) {
+  try {
+    return layout_from_engine(sw::Layout(std::move(shape), std::move(stride)));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+// ---- keys
+
+int not_in_domain() {
+  PyErr_SetString(PyExc_ValueError, kNotInDomain);
+  return -1;
+}
+
+int bad_part(PyObject* part) {
+  PyErr_Format(PyExc_TypeError, "Layout key part must be an int or a tuple/list, got %.100s",
+               Py_TYPE(part)->tp_name);
+  return -1;
+}
+
+// 0 <= ordinal < limit for an int part; -1 with ValueError/OverflowError set
+// otherwise (callers turn it into "not in domain").
+int ordinal_of(PyObject* part, int64_t limit, int64_t* out) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(part, &overflow);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow || v < 0 || v >= limit) return not_in_domain();
+  *out = v;
+  return 0;
+}
+
+// Adds the index of one key part for the mode (shape, stride).
+int add_part(PyObject* part, const sw::IntTree& shape, const sw::IntTree& stride, int64_t* acc) {
+  if (PyBool_Check(part)) return bad_part(part);
+  if (PyLong_Check(part)) {
+    int64_t ord;
+    // Validated shapes have a product that fits int64.
+    if (ordinal_of(part, shape.is_leaf ? shape.value : shape.product(), &ord) < 0) return -1;
+    *acc += sw::tree_index_of_ordinal(shape, stride, ord);
+    return 0;
+  }
+  if (!PyTuple_Check(part) && !PyList_Check(part)) return bad_part(part);
+  if (shape.is_leaf) return not_in_domain();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(part);
+  if (n != static_cast<Py_ssize_t>(shape.children.size())) return not_in_domain();
+  // Checking parts (ints, tuples, lists) runs no Python code, so a list
+  // cannot change under us and the borrowed items stay valid.
+  PyObject** items = PySequence_Fast_ITEMS(part);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (add_part(items[i], shape.children[static_cast<size_t>(i)], stride.children[static_cast<size_t>(i)], acc) < 0)
+      return -1;
+  return 0;
+}
+
+PyObject* Layout_index(PyObject* self, PyObject* key) {
+  int64_t idx;
+  if (layout_index_from_key(self, key, &idx) < 0) return nullptr;
+  return PyLong_FromLongLong(idx);
+}
+
+PyObject* Layout_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* key;
+  if (kwargs && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "Layout() call takes no keyword arguments");
+    return nullptr;
+  }
+  if (!PyArg_UnpackTuple(args, "Layout", 1, 1, &key)) return nullptr;
+  return Layout_index(self, key);
+}
+
+// ---- members
+
+PyObject* Layout_get_shape(PyObject* self, void*) { return Py_NewRef(as_layout(self)->shape); }
+PyObject* Layout_get_stride(PyObject* self, void*) { return Py_NewRef(as_layout(self)->stride); }
+PyObject* Layout_get_size(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).size()); }
+PyObject* Layout_get_cosize(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).cosize()); }
+PyObject* Layout_get_is_injective(PyObject* self, void*) {
+  try {
+    return PyBool_FromLong(layout_of(self).is_injective());
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* Layout_leaves(PyObject* self, PyObject*) {
+  const auto& leaves = layout_of(self).leaves();
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(leaves.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    PyObject* t = Py_BuildValue("(LL)", static_cast<long long>(leaves[i].extent),
+                                static_cast<long long>(leaves[i].stride));
+    if (!t) { Py_DECREF(list); return nullptr; }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), t);
+  }
+  return list;
+}
+
+Py_ssize_t Layout_len(PyObject* self) {
+  return static_cast<Py_ssize_t>(layout_of(self).shape().children.size());
+}
+
+// Mode i as a Layout: a leaf mode becomes a rank-1 layout.
+PyObject* Layout_item(PyObject* self, Py_ssize_t i) {
+  const sw::Layout& l = layout_of(self);
+  if (i < 0 || i >= static_cast<Py_ssize_t>(l.shape().children.size())) {
+    PyErr_SetString(PyExc_IndexError, "Layout index out of range");
+    return nullptr;
+  }
+  try {
+    const sw::IntTree& s = l.shape().children[static_cast<size_t>(i)];
+    const sw::IntTree& d = l.stride().children[static_cast<size_t>(i)];
+    if (s.is_leaf) return layout_from_trees(sw::IntTree::node({s}), sw::IntTree::node({d}));
+    return layout_from_trees(s, d);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* Layout_subscript(PyObject* self, PyObject* key) {
+  const sw::Layout& l = layout_of(self);
+  const auto n_modes = static_cast<Py_ssize_t>(l.shape().children.size());
+  if (PySlice_Check(key)) {
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
+    Py_ssize_t n = PySlice_AdjustIndices(n_modes, &start, &stop, step);
+    try {
+      std::vector<sw::IntTree> s, d;
+      for (Py_ssize_t k = 0, i = start; k < n; ++k, i += step) {
+        s.push_back(l.shape().children[static_cast<size_t>(i)]);
+        d.push_back(l.stride().children[static_cast<size_t>(i)]);
+      }
+      return layout_from_trees(sw::IntTree::node(std::move(s)), sw::IntTree::node(std::move(d)));
+    } catch (const std::bad_alloc&) {
+      return PyErr_NoMemory();
+    }
+  }
+  if (PyIndex_Check(key)) {
+    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred()) return nullptr;
+    if (i < 0) i += n_modes;
+    return Layout_item(self, i);
+  }
+  PyErr_Format(PyExc_TypeError, "Layout indices must be integers or slices, not %.100s", Py_TYPE(key)->tp_name);
+  return nullptr;
+}
+
+PyObject* Layout_broadcast_to(PyObject* self, PyObject* shape) {
+  if (!PyObject_TypeCheck(shape, &Shape_Type)) {
+    PyErr_Format(PyExc_TypeError, "broadcast_to() expects a Shape, got %.100s", Py_TYPE(shape)->tp_name);
+    return nullptr;
+  }
+  try {
+    sw::Layout b = layout_of(self).broadcast_to(tree_of(shape));
+    // The result keeps the given Shape object, like Layout(shape, stride).
+    PyObject* stride = stride_from_tree(b.stride());
+    if (!stride) return nullptr;
+    return layout_alloc(Py_NewRef(shape), stride, std::move(b));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* Layout_canonical(PyObject*, PyObject* shape) {
+  if (!PyObject_TypeCheck(shape, &Shape_Type)) {
+    PyErr_Format(PyExc_TypeError, "Layout.canonical() expects a Shape, got %.100s", Py_TYPE(shape)->tp_name);
+    return nullptr;
+  }
+  try {
+    sw::Layout c = sw::Layout::canonical(tree_of(shape));
+    PyObject* stride = stride_from_tree(c.stride());
+    if (!stride) return nullptr;
+    return layout_alloc(Py_NewRef(shape), stride, std::move(c));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* Layout_repr(PyObject* self) {
+  return PyUnicode_FromFormat("Layout<%R, %R>", as_layout(self)->shape, as_layout(self)->stride);
+}
+
+PyObject* Layout_richcompare(PyObject* a, PyObject* b, int op) {
+  if ((op != Py_EQ && op != Py_NE) || !is_layout(b)) Py_RETURN_NOTIMPLEMENTED;
+  bool eq = layout_of(a) == layout_of(b);
+  return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+int Layout_setattro(PyObject*, PyObject* name, PyObject*) {
+  PyErr_Format(PyExc_AttributeError, "Layout is immutable: cannot set or delete attribute %R", name);
+  return -1;
+}
+
+PyObject* Layout_reduce(PyObject* self, PyObject*) {
+  return Py_BuildValue("(O(OO))", reinterpret_cast<PyObject*>(&Layout_Type), as_layout(self)->shape,
+                       as_layout(self)->stride);
+}
+
+PyMethodDef Layout_methods[] = {
+    {"leaves", Layout_leaves, METH_NOARGS, "list of (extent, stride) leaf modes, depth-first"},
+    {"index", Layout_index, METH_O,
+     "index(key): scalar index of a coordinate; key is a flat int ordinal or a tuple/list with one "
+     "entry per top-level mode"},
+    {"broadcast_to", Layout_broadcast_to, METH_O,
+     "broadcast_to(shape): widen extent-1 leaves to shape's extents with stride 0"},
+    {"canonical", Layout_canonical, METH_O | METH_STATIC,
+     "canonical(shape): compact injective layout, strides = running product of earlier extents"},
+    {"__reduce__", Layout_reduce, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Layout_getset[] = {
+    {"shape", Layout_get_shape, nullptr, "the Shape given to the constructor", nullptr},
+    {"stride", Layout_get_stride, nullptr, "the Stride given to the constructor", nullptr},
+    {"size", Layout_get_size, nullptr, "number of coordinates (product of extents)", nullptr},
+    {"cosize", Layout_get_cosize, nullptr, "1 + greatest index any coordinate reaches", nullptr},
+    {"is_injective", Layout_get_is_injective, nullptr, "True when no two coordinates share an index", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PySequenceMethods Layout_as_sequence = {
+    Layout_len,   /* sq_length */
+    nullptr,      /* sq_concat */
+    nullptr,      /* sq_repeat */
+    Layout_item,  /* sq_item: iteration */
+};
+
+PyMappingMethods Layout_as_mapping = {
+    Layout_len,        /* mp_length */
+    Layout_subscript,  /* mp_subscript */
+    nullptr,           /* mp_ass_subscript */
+};
+
+}  // namespace
+
+PyTypeObject Layout_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Layout",
+    sizeof(LayoutObject),
+};
+
+PyObject* layout_from_engine(const sw::Layout& l) {
+  PyObject* shape = shape_from_tree(l.shape());
+  if (!shape) return nullptr;
+  PyObject* stride = stride_from_tree(l.stride());
+  if (!stride) { Py_DECREF(shape); return nullptr; }
+  try {
+    return layout_alloc(shape, stride, l);
+  } catch (const std::bad_alloc&) {
+    // The copy of l is made before layout_alloc takes the references.
+    Py_DECREF(shape);
+    Py_DECREF(stride);
+    return PyErr_NoMemory();
+  }
+}
+
+// Hot path (Tensor indexing per element): an int key costs one
+// PyLong conversion and the engine's leaf walk, no allocation.
+int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
+  const sw::Layout& l = layout_of(layout);
+  if (PyLong_CheckExact(key) || (PyLong_Check(key) && !PyBool_Check(key))) {
+    int64_t ord;
+    if (ordinal_of(key, l.size(), &ord) < 0) return -1;
+    *out_index = l.index_of_ordinal(ord);
+    return 0;
+  }
+  if (!PyTuple_Check(key) && !PyList_Check(key)) return bad_part(key);
+  int64_t acc = 0;
+  if (add_part(key, l.shape(), l.stride(), &acc) < 0) return -1;
+  *out_index = acc;
+  return 0;
+}
+
+int layout_module_init(PyObject* module) {
+  Layout_Type.tp_flags = Py_TPFLAGS_DEFAULT;
+  Layout_Type.tp_doc =
+      "Layout(shape, stride): immutable map from coordinates of a hierarchical Shape to scalar "
+      "indices, index = sum of leaf coordinate * leaf stride (first mode fastest). Unhashable.";
+  Layout_Type.tp_new = Layout_new;
+  Layout_Type.tp_dealloc = Layout_dealloc;
+  Layout_Type.tp_repr = Layout_repr;
+  Layout_Type.tp_call = Layout_call;
+  Layout_Type.tp_richcompare = Layout_richcompare;
+  Layout_Type.tp_hash = PyObject_HashNotImplemented;
+  Layout_Type.tp_setattro = Layout_setattro;
+  Layout_Type.tp_as_sequence = &Layout_as_sequence;
+  Layout_Type.tp_as_mapping = &Layout_as_mapping;
+  Layout_Type.tp_methods = Layout_methods;
+  Layout_Type.tp_getset = Layout_getset;
+  return add_type(module, &Layout_Type, "Layout");
+}
+
 }  // namespace swpy

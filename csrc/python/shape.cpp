@@ -1,5 +1,377 @@
+// Shape and Stride: immutable, hierarchical int trees (API.md section 2).
+// Both types share IntTreeObject; they differ in the leaf rule (extent >= 1
+// vs stride >= 0), the type name, and Shape's extra `size`.
+//
+// Parsing rules (decisions where API.md is silent):
+//  - Shape(x) with one argument that is not an int is the single-iterable
+//    form: x's items are the modes. Otherwise the arguments are the modes.
+//  - An int leaf is a Python int (subclasses included) or any object with
+//    __index__ that is not iterable (a NumPy integer). bool is rejected with
+//    ValueError: True as an extent is almost certainly a bug.
+//  - str/bytes/bytearray are never iterables here (ValueError), so "23"
+//    cannot silently become a tree of characters.
+//  - Nesting deeper than kMaxDepth levels is a ValueError (self-referential
+//    lists would otherwise recurse forever).
+//  - A Shape whose size overflows int64, or any leaf beyond int64, is a
+//    ValueError.
+#include <new>
+#include <string>
+
 #include "sw.hpp"
 
 namespace swpy {
-int shape_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+constexpr int kMaxDepth = 64;
+
+IntTreeObject* as_tree(PyObject* o) { return reinterpret_cast<IntTreeObject*>(o); }
+bool is_int_tree(PyObject* o) { return Py_TYPE(o) == &Shape_Type || Py_TYPE(o) == &Stride_Type; }
+
+// New object of type (Shape_Type or Stride_Type) owning a copy of t.
+PyObject* tree_object_new(PyTypeObject* type, sw::IntTree t) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  new (&as_tree(self)->tree) sw::IntTree(std::move(t));
+  return self;
+}
+
+// Leaf rule: Shape extents >= 1, Stride values >= 0.
+int check_leaf(bool shape, int64_t v) {
+  if (shape && v < 1) {
+    PyErr_Format(PyExc_ValueError, "Shape extent must be >= 1, got %lld", static_cast<long long>(v));
+    return -1;
+  }
+  if (!shape && v < 0) {
+    PyErr_Format(PyExc_ValueError, "Stride must be >= 0, got %lld", static_cast<long long>(v));
+    return -1;
+  }
+  return 0;
+}
+
+// Validates every leaf of a tree copied from another Shape/Stride (a Stride
+// may hold 0 where a Shape needs >= 1).
+int check_tree(bool shape, const sw::IntTree& t) {
+  if (t.is_leaf) return check_leaf(shape, t.value);
+  for (const sw::IntTree& c : t.children)
+    if (check_tree(shape, c) < 0) return -1;
+  return 0;
+}
+
+const char* kind_name(bool shape) { return shape ? "Shape" : "Stride"; }
+
+int leaf_from_long(bool shape, PyObject* num, sw::IntTree* out) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow) {
+    PyErr_Format(PyExc_ValueError, "%s value %R does not fit a signed 64-bit integer", kind_name(shape), num);
+    return -1;
+  }
+  if (check_leaf(shape, v) < 0) return -1;
+  *out = sw::IntTree::leaf(v);
+  return 0;
+}
+
+int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTree>* out);
+
+// One mode: an int leaf or a nested iterable.
+int parse_item(bool shape, PyObject* item, int depth, sw::IntTree* out) {
+  if (PyBool_Check(item)) {
+    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got bool", kind_name(shape));
+    return -1;
+  }
+  if (PyLong_Check(item)) return leaf_from_long(shape, item, out);
+  if (PyUnicode_Check(item) || PyBytes_Check(item) || PyByteArray_Check(item)) {
+    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", kind_name(shape),
+                 Py_TYPE(item)->tp_name);
+    return -1;
+  }
+  if (is_int_tree(item)) {
+    if (check_tree(shape, tree_of(item)) < 0) return -1;
+    *out = tree_of(item);
+    return 0;
+  }
+  PyObject* it = PyObject_GetIter(item);
+  if (it) {
+    Py_DECREF(it);
+    std::vector<sw::IntTree> children;
+    if (parse_items(shape, item, depth + 1, &children) < 0) return -1;
+    *out = sw::IntTree::node(std::move(children));
+    return 0;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+  PyErr_Clear();
+  if (PyIndex_Check(item)) {
+    PyObject* num = PyNumber_Index(item);
+    if (num) {
+      int r = leaf_from_long(shape, num, out);
+      Py_DECREF(num);
+      return r;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyErr_Clear();
+  }
+  PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", kind_name(shape),
+               Py_TYPE(item)->tp_name);
+  return -1;
+}
+
+// The modes of an iterable (each item one mode).
+int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTree>* out) {
+  if (depth > kMaxDepth) {
+    PyErr_Format(PyExc_ValueError, "%s nesting is deeper than %d levels", kind_name(shape), kMaxDepth);
+    return -1;
+  }
+  if (is_int_tree(iterable)) {
+    if (check_tree(shape, tree_of(iterable)) < 0) return -1;
+    *out = tree_of(iterable).children;
+    return 0;
+  }
+  PyObject* it = PyObject_GetIter(iterable);
+  if (!it) return -1;
+  PyObject* item;
+  while ((item = PyIter_Next(it)) != nullptr) {
+    sw::IntTree t;
+    int r = parse_item(shape, item, depth, &t);
+    Py_DECREF(item);
+    if (r < 0) { Py_DECREF(it); return -1; }
+    out->push_back(std::move(t));
+  }
+  Py_DECREF(it);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  const bool shape = type == &Shape_Type;
+  if (kwargs && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", kind_name(shape));
+    return nullptr;
+  }
+  PyObject* source = args;
+  if (PyTuple_GET_SIZE(args) == 1) {
+    PyObject* only = PyTuple_GET_ITEM(args, 0);
+    // A lone non-int argument is the single-iterable form (or invalid,
+    // which parse_item reports with the element's type).
+    if (!PyLong_Check(only) && !PyUnicode_Check(only) && !PyBytes_Check(only) && !PyByteArray_Check(only)) {
+      if (is_int_tree(only)) {
+        source = only;
+      } else {
+        PyObject* it = PyObject_GetIter(only);
+        if (it) {
+          Py_DECREF(it);
+          source = only;
+        } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+          PyErr_Clear();  // not iterable: parse it as the single mode
+        } else {
+          return nullptr;
+        }
+      }
+    }
+  }
+  try {
+    std::vector<sw::IntTree> modes;
+    if (parse_items(shape, source, 1, &modes) < 0) return nullptr;
+    sw::IntTree t = sw::IntTree::node(std::move(modes));
+    if (shape) {
+      try {
+        (void)t.product();
+      } catch (const std::overflow_error&) {
+        PyErr_Format(PyExc_ValueError, "Shape size (product of extents) overflows int64: %s",
+                     sw::to_string(t).c_str());
+        return nullptr;
+      }
+    }
+    return tree_object_new(type, std::move(t));
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+void IntTree_dealloc(PyObject* self) {
+  as_tree(self)->tree.~IntTree();
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* tree_to_py(const sw::IntTree& t) {
+  if (t.is_leaf) return PyLong_FromLongLong(t.value);
+  PyObject* tup = PyTuple_New(static_cast<Py_ssize_t>(t.children.size()));
+  if (!tup) return nullptr;
+  for (size_t i = 0; i < t.children.size(); ++i) {
+    PyObject* c = tree_to_py(t.children[i]);
+    if (!c) { Py_DECREF(tup); return nullptr; }
+    PyTuple_SET_ITEM(tup, static_cast<Py_ssize_t>(i), c);
+  }
+  return tup;
+}
+
+// A child mode: int for a leaf, same-type object for a nested mode.
+PyObject* mode_to_py(PyObject* self, const sw::IntTree& child) {
+  if (child.is_leaf) return PyLong_FromLongLong(child.value);
+  try {
+    return tree_object_new(Py_TYPE(self), child);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+Py_ssize_t IntTree_len(PyObject* self) { return static_cast<Py_ssize_t>(tree_of(self).children.size()); }
+
+PyObject* IntTree_item(PyObject* self, Py_ssize_t i) {
+  const auto& ch = tree_of(self).children;
+  if (i < 0 || i >= static_cast<Py_ssize_t>(ch.size())) {
+    PyErr_Format(PyExc_IndexError, "%s index out of range", _PyType_Name(Py_TYPE(self)));
+    return nullptr;
+  }
+  return mode_to_py(self, ch[static_cast<size_t>(i)]);
+}
+
+PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
+  const auto& ch = tree_of(self).children;
+  if (PySlice_Check(key)) {
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
+    Py_ssize_t n = PySlice_AdjustIndices(static_cast<Py_ssize_t>(ch.size()), &start, &stop, step);
+    try {
+      std::vector<sw::IntTree> sel;
+      sel.reserve(static_cast<size_t>(n));
+      for (Py_ssize_t k = 0, i = start; k < n; ++k, i += step) sel.push_back(ch[static_cast<size_t>(i)]);
+      return tree_object_new(Py_TYPE(self), sw::IntTree::node(std::move(sel)));
+    } catch (const std::bad_alloc&) {
+      return PyErr_NoMemory();
+    }
+  }
+  if (PyIndex_Check(key)) {
+    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred()) return nullptr;
+    if (i < 0) i += static_cast<Py_ssize_t>(ch.size());
+    return IntTree_item(self, i);
+  }
+  PyErr_Format(PyExc_TypeError, "%s indices must be integers or slices, not %.100s", _PyType_Name(Py_TYPE(self)),
+               Py_TYPE(key)->tp_name);
+  return nullptr;
+}
+
+PyObject* IntTree_repr(PyObject* self) {
+  try {
+    std::string s = std::string(_PyType_Name(Py_TYPE(self))) + "<" + sw::to_string(tree_of(self)) + ">";
+    return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* IntTree_richcompare(PyObject* a, PyObject* b, int op) {
+  // Shape and Stride never compare equal to each other or to tuples.
+  if ((op != Py_EQ && op != Py_NE) || Py_TYPE(a) != Py_TYPE(b)) Py_RETURN_NOTIMPLEMENTED;
+  bool eq = tree_of(a) == tree_of(b);
+  return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+int IntTree_setattro(PyObject* self, PyObject* name, PyObject*) {
+  PyErr_Format(PyExc_AttributeError, "%s is immutable: cannot set or delete attribute %R", _PyType_Name(Py_TYPE(self)),
+               name);
+  return -1;
+}
+
+PyObject* IntTree_get_top_level(PyObject* self, void*) { return tree_to_py(tree_of(self)); }
+PyObject* IntTree_get_depth(PyObject* self, void*) { return PyLong_FromLong(tree_of(self).depth()); }
+PyObject* Shape_get_size(PyObject* self, void*) {
+  return PyLong_FromLongLong(tree_of(self).product());  // validated: no overflow
+}
+
+PyObject* IntTree_reduce(PyObject* self, PyObject*) {
+  PyObject* top = tree_to_py(tree_of(self));
+  if (!top) return nullptr;
+  return Py_BuildValue("(O(N))", reinterpret_cast<PyObject*>(Py_TYPE(self)), top);
+}
+
+PyMethodDef IntTree_methods[] = {
+    {"__reduce__", IntTree_reduce, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Shape_getset[] = {
+    {"top_level", IntTree_get_top_level, nullptr, "the modes as a nested tuple of ints", nullptr},
+    {"depth", IntTree_get_depth, nullptr, "nesting depth: (2, 3) -> 1, (2, (3, 4)) -> 2", nullptr},
+    {"size", Shape_get_size, nullptr, "product of all extents", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyGetSetDef Stride_getset[] = {
+    {"top_level", IntTree_get_top_level, nullptr, "the modes as a nested tuple of ints", nullptr},
+    {"depth", IntTree_get_depth, nullptr, "nesting depth: (1, 2) -> 1, (1, (2, 6)) -> 2", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PySequenceMethods IntTree_as_sequence = {
+    IntTree_len,   /* sq_length */
+    nullptr,       /* sq_concat */
+    nullptr,       /* sq_repeat */
+    IntTree_item,  /* sq_item: iteration */
+};
+
+PyMappingMethods IntTree_as_mapping = {
+    IntTree_len,        /* mp_length */
+    IntTree_subscript,  /* mp_subscript */
+    nullptr,            /* mp_ass_subscript */
+};
+
+void init_tree_type(PyTypeObject* t, const char* doc, PyGetSetDef* getset) {
+  t->tp_flags = Py_TPFLAGS_DEFAULT;
+  t->tp_doc = doc;
+  t->tp_new = IntTree_new;
+  t->tp_dealloc = IntTree_dealloc;
+  t->tp_repr = IntTree_repr;
+  t->tp_richcompare = IntTree_richcompare;
+  t->tp_hash = PyObject_HashNotImplemented;
+  t->tp_setattro = IntTree_setattro;
+  t->tp_as_sequence = &IntTree_as_sequence;
+  t->tp_as_mapping = &IntTree_as_mapping;
+  t->tp_methods = IntTree_methods;
+  t->tp_getset = getset;
+}
+
+}  // namespace
+
+PyTypeObject Shape_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Shape",
+    sizeof(IntTreeObject),
+};
+
+PyTypeObject Stride_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Stride",
+    sizeof(IntTreeObject),
+};
+
+PyObject* shape_from_tree(const sw::IntTree& t) {
+  try {
+    return tree_object_new(&Shape_Type, t);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyObject* stride_from_tree(const sw::IntTree& t) {
+  try {
+    return tree_object_new(&Stride_Type, t);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+int shape_module_init(PyObject* module) {
+  init_tree_type(&Shape_Type,
+                 "Shape(*items): immutable hierarchical extents. An int item is a leaf mode, a nested "
+                 "iterable a nested mode; Shape(2, [3, 4]) == Shape([2, [3, 4]]). Extents are >= 1; bool, "
+                 "str and other non-int, non-iterable items raise ValueError. Unhashable.",
+                 Shape_getset);
+  init_tree_type(&Stride_Type,
+                 "Stride(*items): immutable hierarchical strides, congruent to a Shape in a Layout. "
+                 "Same construction rules as Shape with values >= 0. Unhashable.",
+                 Stride_getset);
+  if (add_type(module, &Shape_Type, "Shape") < 0) return -1;
+  if (add_type(module, &Stride_Type, "Stride") < 0) return -1;
+  return 0;
+}
+
 }  // namespace swpy
