@@ -1,1 +1,149 @@
-// placeholder: implemented by its owner
+// The transfer executor (see executor.hpp).
+#include "executor.hpp"
+
+#include <cxxabi.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <thread>
+
+namespace sw {
+
+bool Completion::set() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    if (done_) return false;
+    done_ = true;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+bool Completion::done() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return done_;
+}
+
+void Completion::wait() const {
+  std::unique_lock<std::mutex> lk(m_);
+  cv_.wait(lk, [this] { return done_; });
+}
+
+bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
+  std::unique_lock<std::mutex> lk(m_);
+  return cv_.wait_for(lk, timeout, [this] { return done_; });
+}
+
+namespace {
+
+constexpr size_t kMaxThreads = 64;
+constexpr auto kExtraIdle = std::chrono::seconds(2);
+
+struct Pool {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  size_t threads = 0;  // alive workers
+  size_t idle = 0;     // workers waiting for a job
+  size_t pending = 0;  // queued plus running jobs
+  size_t core = 2;
+};
+
+// Never deleted: detached workers may still reference it at process exit.
+std::atomic<Pool*> g_pool{nullptr};
+std::once_flag g_atfork_once;
+
+void reset_in_child() {
+  // The parent's workers do not exist in the child and its mutex may be
+  // held by one of them: abandon that state and start lazily afresh.
+  g_pool.store(nullptr);
+}
+
+Pool* pool() {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (p) return p;
+  std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, reset_in_child); });
+  auto* fresh = new Pool;
+  unsigned hw = std::thread::hardware_concurrency();
+  fresh->core = std::clamp<size_t>(hw == 0 ? 2 : hw, 2, 4);
+  if (g_pool.compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) return fresh;
+  delete fresh;  // another thread won; it holds no threads yet
+  return p;
+}
+
+void worker(Pool* p) {
+  std::unique_lock<std::mutex> lk(p->m);
+  for (;;) {
+    while (p->queue.empty()) {
+      ++p->idle;
+      if (p->threads > p->core) {
+        bool woke = p->cv.wait_for(lk, kExtraIdle, [p] { return !p->queue.empty(); });
+        --p->idle;
+        if (!woke && p->threads > p->core) {
+          --p->threads;
+          return;
+        }
+      } else {
+        p->cv.wait(lk);
+        --p->idle;
+      }
+    }
+    std::function<void()> job = std::move(p->queue.front());
+    p->queue.pop_front();
+    lk.unlock();
+    try {
+      job();
+    } catch (abi::__forced_unwind&) {
+      throw;  // thread cancellation (pthread_exit) must keep unwinding
+    } catch (...) {
+      // Jobs report their own failures; never let one kill the worker.
+    }
+    job = nullptr;  // drop captured state outside the lock
+    lk.lock();
+    --p->pending;
+  }
+}
+
+}  // namespace
+
+void submit(std::function<void()> job) {
+  Pool* p = pool();
+  std::unique_lock<std::mutex> lk(p->m);
+  p->queue.push_back(std::move(job));
+  ++p->pending;
+  if (p->idle < p->queue.size() && p->threads < kMaxThreads) {
+    try {
+      std::thread(worker, p).detach();
+      ++p->threads;
+    } catch (...) {
+      if (p->threads == 0) {
+        // Nobody would ever run it: take it back and report.
+        p->queue.pop_back();
+        --p->pending;
+        throw;
+      }
+    }
+  }
+  lk.unlock();
+  p->cv.notify_one();
+}
+
+size_t executor_thread_count() {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (!p) return 0;
+  std::lock_guard<std::mutex> lk(p->m);
+  return p->threads;
+}
+
+size_t executor_core_threads() { return pool()->core; }
+
+size_t executor_pending_jobs() {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (!p) return 0;
+  std::lock_guard<std::mutex> lk(p->m);
+  return p->pending;
+}
+
+}  // namespace sw
