@@ -1,5 +1,729 @@
+// Carrier: the C base of every storage carrier. It owns the state checks
+// (released, mutability, range), the version counter and the ownership
+// tokens; storage itself lives in the native subclasses (through
+// CarrierObject::vt) or in Python hooks of Python subclasses.
+//
+// Hook dispatch: when a Python class in type(self)'s MRO, before the first
+// native class, defines a hook (size, dtype, get_value, set_value,
+// _is_mutable, _release, new_like, allocate_like, dlpack_info), every
+// internal carrier_* function calls it; otherwise the native vtable is used.
+// The base's own Python methods (size(), dtype(), ...) always take the native
+// path, so an override may call super().<hook>() without recursing.
+#include <cmath>
+#include <cstring>
+
 #include "sw.hpp"
 
 namespace swpy {
-int carrier_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+// Interned hook names (module lifetime).
+PyObject* s_size;
+PyObject* s_dtype;
+PyObject* s_get_value;
+PyObject* s_set_value;
+PyObject* s_is_mutable;
+PyObject* s_release;
+PyObject* s_new_like;
+PyObject* s_allocate_like;
+PyObject* s_dlpack_info;
+PyObject* s_mutable;
+PyObject* s_empty;
+
+const char* type_name(PyObject* c) { return _PyType_Name(Py_TYPE(c)); }
+
+bool overrides(PyObject* self, PyObject* name) {
+  PyTypeObject* t = Py_TYPE(self);
+  // Fast path: an instance of a native class has no Python override.
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+  PyObject* mro = t->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); ++k) {
+    auto* cls = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, k));
+    if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+    if (cls->tp_dict && PyDict_GetItem(cls->tp_dict, name)) return true;
+  }
+  return false;
+}
+
+template <typename T>
+T not_implemented(PyObject* c, const char* hook, T ret) {
+  PyErr_Format(PyExc_NotImplementedError, "%s does not implement the carrier hook %s()", type_name(c), hook);
+  return ret;
+}
+
+int check_live(PyObject* c) {
+  if (as_carrier(c)->released) {
+    PyErr_Format(PyExc_RuntimeError, "%s carrier is released", type_name(c));
+    return -1;
+  }
+  return 0;
+}
+
+int check_range(PyObject* c, Py_ssize_t i) {
+  Py_ssize_t n = carrier_size(c);
+  if (n < 0) return -1;
+  // Negative indices are not wrapped: a slot index is a storage offset.
+  if (i < 0 || i >= n) {
+    PyErr_Format(PyExc_IndexError, "carrier index %zd out of range for size %zd", i, n);
+    return -1;
+  }
+  return 0;
+}
+
+// Native paths (vtable or NotImplementedError), used by the base's Python
+// methods and by the carrier_* functions when no override exists.
+Py_ssize_t native_size(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt) return not_implemented<Py_ssize_t>(c, "size", -1);
+  return o->released ? 0 : o->vt->size(o);
+}
+
+PyObject* native_dtype(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt) return not_implemented<PyObject*>(c, "dtype", nullptr);
+  PyObject* d = dtype_singleton(o->vt->dtype_code(o));
+  if (!d) {
+    PyErr_SetString(PyExc_SystemError, "carrier reports an unknown dtype");
+    return nullptr;
+  }
+  return Py_NewRef(d);
+}
+
+int native_is_mutable(PyObject* c) { return as_carrier(c)->constructed_mutable ? 1 : 0; }
+
+void native_release(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (o->vt && o->vt->release) o->vt->release(o);
+}
+
+PyObject* native_new_like(PyObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt || !o->vt->new_like) return not_implemented<PyObject*>(c, "new_like", nullptr);
+  return o->vt->new_like(o, values, mutable_, dtype);
+}
+
+PyObject* native_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt || !o->vt->allocate_like) return not_implemented<PyObject*>(c, "allocate_like", nullptr);
+  return o->vt->allocate_like(o, n, mutable_, dtype, empty);
+}
+
+PyObject* native_dlpack_info(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (o->vt && o->vt->dlpack_info) {
+    PyObject* r = o->vt->dlpack_info(o);
+    if (r || PyErr_Occurred()) return r;
+  }
+  PyErr_SetString(PyExc_BufferError, "DLPack is not supported for this carrier");
+  return nullptr;
+}
+
+// dtype argument of new_like/allocate_like: None or a DType; NULL for None.
+int parse_dtype_arg(PyObject* dtype, PyObject** out) {
+  if (!dtype || dtype == Py_None) { *out = nullptr; return 0; }
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "dtype must be a DType or None, not %.100s", Py_TYPE(dtype)->tp_name);
+    return -1;
+  }
+  *out = dtype;
+  return 0;
+}
+
+// A hook result must be a carrier of the receiver's exact class.
+PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook) {
+  if (r && Py_TYPE(r) != Py_TYPE(c)) {
+    PyErr_Format(PyExc_TypeError, "%s.%s() must return a %s, not %.100s", type_name(c), hook, type_name(c),
+                 Py_TYPE(r)->tp_name);
+    Py_DECREF(r);
+    return nullptr;
+  }
+  return r;
+}
+
+int parse_token(PyObject* arg, int64_t* out) {
+  if (!PyLong_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s", Py_TYPE(arg)->tp_name);
+    return -1;
+  }
+  long long v = PyLong_AsLongLong(arg);
+  if (v == -1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+    PyErr_Clear();
+    v = 0;  // cannot match any token
+  }
+  *out = v;
+  return 0;
+}
+
+int index_from_key(PyObject* key, Py_ssize_t* out) {
+  if (!PyIndex_Check(key)) {
+    PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", Py_TYPE(key)->tp_name);
+    return -1;
+  }
+  Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+  if (i == -1 && PyErr_Occurred()) return -1;
+  *out = i;
+  return 0;
+}
+
+// ------------------------------------------------------------ Python type
+
+PyObject* Carrier_new(PyTypeObject* type, PyObject*, PyObject*) {
+  // Arguments belong to the subclass's __init__.
+  return carrier_alloc(type, nullptr);
+}
+
+int Carrier_init(PyObject*, PyObject* args, PyObject* kwargs) {
+  if ((args && PyTuple_GET_SIZE(args) != 0) || (kwargs && PyDict_GET_SIZE(kwargs) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "Carrier.__init__() takes no arguments");
+    return -1;
+  }
+  return 0;
+}
+
+void Carrier_tp_dealloc(PyObject* self) { carrier_dealloc(self); }
+
+PyObject* Carrier_repr(PyObject* self) {
+  CarrierObject* o = as_carrier(self);
+  if (!o->vt) return PyBaseObject_Type.tp_repr(self);
+  if (o->released) return PyUnicode_FromFormat("<%s released>", type_name(self));
+  PyObject* d = native_dtype(self);
+  if (!d) return nullptr;
+  PyObject* r = PyUnicode_FromFormat("<%s size=%zd dtype=%R version=%llu%s>", type_name(self),
+                                     o->vt->size(o), d, static_cast<unsigned long long>(o->version),
+                                     o->constructed_mutable ? "" : " immutable");
+  Py_DECREF(d);
+  return r;
+}
+
+PyObject* Carrier_subscript(PyObject* self, PyObject* key) {
+  Py_ssize_t i;
+  if (index_from_key(key, &i) < 0) return nullptr;
+  return carrier_get(self, i);
+}
+
+int Carrier_ass_subscript(PyObject* self, PyObject* key, PyObject* value) {
+  if (!value) {
+    PyErr_SetString(PyExc_TypeError, "carrier slots cannot be deleted");
+    return -1;
+  }
+  Py_ssize_t i;
+  if (index_from_key(key, &i) < 0) return -1;
+  return carrier_set(self, i, value);
+}
+
+PyObject* Carrier_size(PyObject* self, PyObject*) {
+  Py_ssize_t n = native_size(self);
+  return n < 0 ? nullptr : PyLong_FromSsize_t(n);
+}
+
+PyObject* Carrier_dtype(PyObject* self, PyObject*) { return native_dtype(self); }
+
+PyObject* Carrier_is_mutable(PyObject* self, PyObject*) {
+  int r = carrier_is_mutable(self);
+  return r < 0 ? nullptr : PyBool_FromLong(r);
+}
+
+PyObject* Carrier_priv_is_mutable(PyObject* self, PyObject*) { return PyBool_FromLong(native_is_mutable(self)); }
+
+PyObject* Carrier_is_owned(PyObject* self, PyObject*) { return PyBool_FromLong(carrier_is_owned(self)); }
+
+PyObject* Carrier_release(PyObject* self, PyObject*) {
+  if (carrier_release(self) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* Carrier_priv_release(PyObject* self, PyObject*) {
+  native_release(self);
+  Py_RETURN_NONE;
+}
+
+PyObject* Carrier_is_released(PyObject* self, PyObject*) { return PyBool_FromLong(carrier_is_released(self)); }
+
+PyObject* Carrier_new_like(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"values", "mutable", "dtype", nullptr};
+  PyObject* values;
+  int mutable_ = 1;
+  PyObject* dtype = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pO:new_like", const_cast<char**>(kw), &values, &mutable_,
+                                   &dtype))
+    return nullptr;
+  PyObject* d;
+  if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
+  return native_new_like(self, values, mutable_ != 0, d);
+}
+
+PyObject* Carrier_allocate_like(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"size", "mutable", "dtype", "empty", nullptr};
+  Py_ssize_t n;
+  int mutable_ = 1, empty = 0;
+  PyObject* dtype = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$pOp:allocate_like", const_cast<char**>(kw), &n, &mutable_,
+                                   &dtype, &empty))
+    return nullptr;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "allocate_like() size must be non-negative");
+    return nullptr;
+  }
+  PyObject* d;
+  if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
+  return native_allocate_like(self, n, mutable_ != 0, d, empty != 0);
+}
+
+PyObject* Carrier_dlpack_info(PyObject* self, PyObject*) { return native_dlpack_info(self); }
+
+PyObject* Carrier_claim(PyObject* self, PyObject*) {
+  int64_t t = carrier_claim(self);
+  return t == 0 ? nullptr : PyLong_FromLongLong(t);
+}
+
+PyObject* Carrier_relinquish(PyObject* self, PyObject* arg) {
+  int64_t t;
+  if (parse_token(arg, &t) < 0 || carrier_relinquish(self, t) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* Carrier_begin_access(PyObject* self, PyObject* arg) {
+  int64_t t;
+  if (parse_token(arg, &t) < 0 || carrier_begin_access(self, t) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* Carrier_end_access(PyObject* self, PyObject* arg) {
+  int64_t t;
+  if (parse_token(arg, &t) < 0 || carrier_end_access(self, t) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* Carrier_reserve(PyObject* self, PyObject* arg) {
+  Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  int r = carrier_reserve(self, n);
+  return r < 0 ? nullptr : PyBool_FromLong(r);
+}
+
+PyObject* Carrier_get_version(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(as_carrier(self)->version);
+}
+
+PyMethodDef Carrier_methods[] = {
+    {"size", Carrier_size, METH_NOARGS, "Number of slots (0 after release for built-ins). Hook."},
+    {"dtype", Carrier_dtype, METH_NOARGS, "Storage dtype. Hook."},
+    {"is_mutable", Carrier_is_mutable, METH_NOARGS,
+     "Public mutability: constructed mutable and (not owned, or this thread holds owner access)."},
+    {"_is_mutable", Carrier_priv_is_mutable, METH_NOARGS, "Hook: whether the carrier was constructed mutable."},
+    {"is_owned", Carrier_is_owned, METH_NOARGS, "True while another carrier or a pending move owns it."},
+    {"release", Carrier_release, METH_NOARGS,
+     "Relinquish the storage (free it if owned by this carrier). Idempotent; RuntimeError when owned."},
+    {"_release", Carrier_priv_release, METH_NOARGS, "Hook: free the storage (called once by release())."},
+    {"is_released", Carrier_is_released, METH_NOARGS, "True after release()."},
+    {"new_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Carrier_new_like)),
+     METH_VARARGS | METH_KEYWORDS,
+     "new_like(values, *, mutable=True, dtype=None): fresh carrier of this exact class holding values. Hook."},
+    {"allocate_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Carrier_allocate_like)),
+     METH_VARARGS | METH_KEYWORDS,
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False): fresh zero-filled carrier of this exact "
+     "class. Hook."},
+    {"dlpack_info", Carrier_dlpack_info, METH_NOARGS,
+     "Hook: dict with pointer, device_type, device_id; the default raises BufferError."},
+    {"_claim_ownership", Carrier_claim, METH_NOARGS, "Claim ownership; returns the token."},
+    {"_relinquish_ownership", Carrier_relinquish, METH_O, "Give ownership back (token)."},
+    {"_begin_owner_access", Carrier_begin_access, METH_O,
+     "Open a re-entrant owner-access scope on this thread (token)."},
+    {"_end_owner_access", Carrier_end_access, METH_O, "Close one owner-access scope on this thread (token)."},
+    {"_reserve", Carrier_reserve, METH_O,
+     "Grow an empty carrier to n zero slots; True when done, False when this carrier cannot allocate."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Carrier_getset[] = {
+    {"version", Carrier_get_version, nullptr, "Count of successful public value writes.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMappingMethods Carrier_as_mapping = {nullptr, Carrier_subscript, Carrier_ass_subscript};
+
+// Value conversion helpers.
+const char* kind_name(PyObject* v) { return Py_TYPE(v)->tp_name; }
+
+}  // namespace
+
+PyTypeObject Carrier_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Carrier",               /* tp_name */
+    sizeof(CarrierObject),               /* tp_basicsize */
+};
+
+uint64_t current_thread_id() { return static_cast<uint64_t>(PyThread_get_thread_ident()); }
+
+bool carrier_overrides(PyObject* self, const char* name) {
+  PyObject* n = PyUnicode_InternFromString(name);
+  if (!n) { PyErr_Clear(); return false; }
+  bool r = overrides(self, n);
+  Py_DECREF(n);
+  return r;
+}
+
+PyObject* carrier_alloc(PyTypeObject* type, const CarrierVTable* vt) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  CarrierObject* o = as_carrier(self);
+  o->weakreflist = nullptr;
+  o->vt = vt;
+  o->version = 0;
+  new (&o->ownership) sw::Ownership();
+  o->released = false;
+  o->constructed_mutable = true;
+  return self;
+}
+
+void carrier_dealloc(PyObject* self) {
+  CarrierObject* o = as_carrier(self);
+  if (o->weakreflist) PyObject_ClearWeakRefs(self);
+  o->ownership.~Ownership();
+  Py_TYPE(self)->tp_free(self);
+}
+
+Py_ssize_t carrier_size(PyObject* c) {
+  if (!overrides(c, s_size)) return native_size(c);
+  PyObject* r = PyObject_CallMethodNoArgs(c, s_size);
+  if (!r) return -1;
+  if (!PyLong_Check(r)) {
+    PyErr_Format(PyExc_TypeError, "%s.size() must return an int, not %.100s", type_name(c), Py_TYPE(r)->tp_name);
+    Py_DECREF(r);
+    return -1;
+  }
+  Py_ssize_t n = PyLong_AsSsize_t(r);
+  Py_DECREF(r);
+  if (n == -1 && PyErr_Occurred()) return -1;
+  if (n < 0) {
+    PyErr_Format(PyExc_ValueError, "%s.size() returned a negative size", type_name(c));
+    return -1;
+  }
+  return n;
+}
+
+PyObject* carrier_dtype(PyObject* c) {
+  if (!overrides(c, s_dtype)) return native_dtype(c);
+  PyObject* r = PyObject_CallMethodNoArgs(c, s_dtype);
+  if (r && !is_dtype(r)) {
+    PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s", type_name(c), Py_TYPE(r)->tp_name);
+    Py_CLEAR(r);
+  }
+  return r;
+}
+
+int carrier_is_released(PyObject* c) { return as_carrier(c)->released ? 1 : 0; }
+
+int carrier_is_owned(PyObject* c) { return as_carrier(c)->ownership.is_owned() ? 1 : 0; }
+
+int carrier_is_mutable(PyObject* c) {
+  int constructed;
+  if (overrides(c, s_is_mutable)) {
+    PyObject* r = PyObject_CallMethodNoArgs(c, s_is_mutable);
+    if (!r) return -1;
+    constructed = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (constructed < 0) return -1;
+  } else {
+    constructed = native_is_mutable(c);
+  }
+  if (!constructed) return 0;
+  const sw::Ownership& own = as_carrier(c)->ownership;
+  if (own.is_owned() && !own.has_access(current_thread_id())) return 0;
+  return 1;
+}
+
+PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
+  if (check_live(c) < 0 || check_range(c, i) < 0) return nullptr;
+  if (overrides(c, s_get_value)) {
+    PyObject* idx = PyLong_FromSsize_t(i);
+    if (!idx) return nullptr;
+    PyObject* r = PyObject_CallMethodOneArg(c, s_get_value, idx);
+    Py_DECREF(idx);
+    return r;
+  }
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt) return not_implemented<PyObject*>(c, "get_value", nullptr);
+  return o->vt->get(o, i);
+}
+
+int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v) {
+  if (check_live(c) < 0 || check_range(c, i) < 0) return -1;
+  if (overrides(c, s_set_value)) {
+    PyObject* idx = PyLong_FromSsize_t(i);
+    if (!idx) return -1;
+    PyObject* r = PyObject_CallMethodObjArgs(c, s_set_value, idx, v, nullptr);
+    Py_DECREF(idx);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+  }
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt) return not_implemented<int>(c, "set_value", -1);
+  return o->vt->set(o, i, v);
+}
+
+int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v) {
+  if (check_live(c) < 0) return -1;
+  int m = carrier_is_mutable(c);
+  if (m < 0) return -1;
+  if (!m) {
+    if (carrier_is_owned(c))
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s carrier is not mutable: it is owned by another carrier or a pending move", type_name(c));
+    else
+      PyErr_Format(PyExc_RuntimeError, "%s carrier is not mutable", type_name(c));
+    return -1;
+  }
+  if (carrier_set_unchecked(c, i, v) < 0) return -1;
+  as_carrier(c)->version += 1;
+  return 0;
+}
+
+int carrier_release(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (o->released) return 0;
+  if (o->ownership.is_owned()) {
+    PyErr_Format(PyExc_RuntimeError, "cannot release %s carrier: it is owned by another carrier or a pending move",
+                 type_name(c));
+    return -1;
+  }
+  if (overrides(c, s_release)) {
+    PyObject* r = PyObject_CallMethodNoArgs(c, s_release);
+    if (!r) return -1;
+    Py_DECREF(r);
+    if (o->released) return 0;  // the hook released re-entrantly
+  }
+  // Built-in storage is always relinquished, even by an override that did
+  // not call super()._release() (vt->release is idempotent).
+  native_release(c);
+  o->released = true;
+  return 0;
+}
+
+PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  PyObject* d;
+  if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
+  if (!overrides(c, s_new_like)) return native_new_like(c, values, mutable_, d);
+  PyObject* method = PyObject_GetAttr(c, s_new_like);
+  if (!method) return nullptr;
+  PyObject* args = PyTuple_Pack(1, values);
+  PyObject* kwargs = Py_BuildValue("{O:O,s:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None);
+  PyObject* r = (args && kwargs) ? PyObject_Call(method, args, kwargs) : nullptr;
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  Py_DECREF(method);
+  return check_like_result(c, r, "new_like");
+}
+
+PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "allocate_like() size must be non-negative");
+    return nullptr;
+  }
+  PyObject* d;
+  if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
+  if (!overrides(c, s_allocate_like)) return native_allocate_like(c, n, mutable_, d, empty);
+  PyObject* method = PyObject_GetAttr(c, s_allocate_like);
+  if (!method) return nullptr;
+  PyObject* args = Py_BuildValue("(n)", n);
+  PyObject* kwargs = Py_BuildValue("{O:O,s:O,O:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype",
+                                   d ? d : Py_None, s_empty, empty ? Py_True : Py_False);
+  PyObject* r = (args && kwargs) ? PyObject_Call(method, args, kwargs) : nullptr;
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  Py_DECREF(method);
+  return check_like_result(c, r, "allocate_like");
+}
+
+int carrier_reserve(PyObject* c, Py_ssize_t n) {
+  if (check_live(c) < 0) return -1;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "reserve size must be non-negative");
+    return -1;
+  }
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt || !o->vt->reserve) return 0;
+  return o->vt->reserve(o, n);
+}
+
+void* carrier_host_data(PyObject* c) {
+  CarrierObject* o = as_carrier(c);
+  if (o->released || !o->vt || !o->vt->host_data) return nullptr;
+  return o->vt->host_data(o);
+}
+
+PyObject* carrier_dlpack_info(PyObject* c) {
+  if (!overrides(c, s_dlpack_info)) return native_dlpack_info(c);
+  return PyObject_CallMethodNoArgs(c, s_dlpack_info);
+}
+
+int64_t carrier_claim(PyObject* c) {
+  if (as_carrier(c)->released) {
+    PyErr_Format(PyExc_RuntimeError, "cannot claim ownership of a released %s carrier", type_name(c));
+    return 0;
+  }
+  int64_t t = as_carrier(c)->ownership.claim();
+  if (t == 0) PyErr_Format(PyExc_RuntimeError, "%s carrier is already owned", type_name(c));
+  return t;
+}
+
+int carrier_relinquish(PyObject* c, int64_t token) {
+  if (as_carrier(c)->ownership.relinquish(token)) return 0;
+  PyErr_Format(PyExc_RuntimeError, "token does not match the owner of this %s carrier", type_name(c));
+  return -1;
+}
+
+int carrier_begin_access(PyObject* c, int64_t token) {
+  if (as_carrier(c)->ownership.begin_access(token, current_thread_id())) return 0;
+  PyErr_Format(PyExc_RuntimeError, "token does not match the owner of this %s carrier", type_name(c));
+  return -1;
+}
+
+int carrier_end_access(PyObject* c, int64_t token) {
+  if (as_carrier(c)->ownership.end_access(token, current_thread_id())) return 0;
+  PyErr_Format(PyExc_RuntimeError,
+               "token does not match the owner of this %s carrier, or no owner access is open on this thread",
+               type_name(c));
+  return -1;
+}
+
+// ------------------------------------------------------- value conversion
+
+int value_to_f64(PyObject* v, const char* dtype_name, double* out) {
+  double d;
+  if (PyFloat_Check(v)) {
+    d = PyFloat_AS_DOUBLE(v);
+  } else if (PyBool_Check(v)) {
+    // bool is an int subclass, but a Bool value in a numeric slot is almost
+    // always a mistake; Bool slots are strict the other way round too.
+    PyErr_Format(PyExc_TypeError, "%s slot expects an int or float, not bool", dtype_name);
+    return -1;
+  } else if (PyLong_Check(v) || PyIndex_Check(v)) {
+    PyObject* i = PyNumber_Index(v);
+    if (!i) return -1;
+    d = PyLong_AsDouble(i);
+    Py_DECREF(i);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+  } else if (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float) {
+    d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+  } else {
+    PyErr_Format(PyExc_TypeError, "%s slot expects an int or float, not %.100s", dtype_name, kind_name(v));
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
+int value_to_f32(PyObject* v, float* out) {
+  double d;
+  if (value_to_f64(v, "Float32", &d) < 0) return -1;
+  // IEEE round-to-nearest; beyond the binary32 range this gives +-inf.
+  *out = static_cast<float>(d);
+  return 0;
+}
+
+int value_to_i32(PyObject* v, int32_t* out) {
+  if (PyBool_Check(v) || !(PyLong_Check(v) || PyIndex_Check(v))) {
+    PyErr_Format(PyExc_TypeError, "Int32 slot expects an int, not %.100s", kind_name(v));
+    return -1;
+  }
+  PyObject* i = PyNumber_Index(v);
+  if (!i) return -1;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (x == -1 && PyErr_Occurred()) return -1;
+  if (overflow || x < INT32_MIN || x > INT32_MAX) {
+    PyErr_SetString(PyExc_OverflowError, "value out of range for Int32");
+    return -1;
+  }
+  *out = static_cast<int32_t>(x);
+  return 0;
+}
+
+int value_to_bool(PyObject* v, bool* out) {
+  if (!PyBool_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "Bool slot expects a bool, not %.100s", kind_name(v));
+    return -1;
+  }
+  *out = v == Py_True;
+  return 0;
+}
+
+PyObject* value_coerce(sw::DTypeCode code, PyObject* v) {
+  switch (code) {
+    case sw::DTypeCode::Any:
+      return Py_NewRef(v);
+    case sw::DTypeCode::Floating:
+    case sw::DTypeCode::Float64: {
+      double d;
+      if (value_to_f64(v, code == sw::DTypeCode::Floating ? "Floating" : "Float64", &d) < 0) return nullptr;
+      return PyFloat_FromDouble(d);
+    }
+    case sw::DTypeCode::Float32: {
+      float f;
+      if (value_to_f32(v, &f) < 0) return nullptr;
+      return PyFloat_FromDouble(f);
+    }
+    case sw::DTypeCode::Int32: {
+      int32_t x;
+      if (value_to_i32(v, &x) < 0) return nullptr;
+      return PyLong_FromLong(x);
+    }
+    case sw::DTypeCode::Bool: {
+      bool b;
+      if (value_to_bool(v, &b) < 0) return nullptr;
+      return PyBool_FromLong(b);
+    }
+    default:
+      PyErr_SetString(PyExc_ValueError, "dtype cannot hold slot values");
+      return nullptr;
+  }
+}
+
+PyObject* value_zero(sw::DTypeCode code) {
+  switch (code) {
+    case sw::DTypeCode::Floating:
+    case sw::DTypeCode::Float64:
+    case sw::DTypeCode::Float32:
+      return PyFloat_FromDouble(0.0);
+    case sw::DTypeCode::Bool:
+      Py_RETURN_FALSE;
+    default:
+      return PyLong_FromLong(0);
+  }
+}
+
+int carrier_module_init(PyObject* module) {
+  struct { PyObject** slot; const char* name; } names[] = {
+      {&s_size, "size"},           {&s_dtype, "dtype"},         {&s_get_value, "get_value"},
+      {&s_set_value, "set_value"}, {&s_is_mutable, "_is_mutable"}, {&s_release, "_release"},
+      {&s_new_like, "new_like"},   {&s_allocate_like, "allocate_like"}, {&s_dlpack_info, "dlpack_info"},
+      {&s_mutable, "mutable"},     {&s_empty, "empty"},
+  };
+  for (auto& n : names) {
+    *n.slot = PyUnicode_InternFromString(n.name);  // module lifetime
+    if (!*n.slot) return -1;
+  }
+  Carrier_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  Carrier_Type.tp_doc =
+      "Base of all storage carriers: a flat run of size() slots of one storage dtype.\n\n"
+      "Python subclasses call super().__init__() with no arguments and override the hooks size, dtype, "
+      "get_value(i), set_value(i, v), _is_mutable, _release, new_like, allocate_like and dlpack_info. "
+      "c[i] / c[i] = v go through the base's checks (released, mutability, range; negative indices are "
+      "not wrapped and raise IndexError) and each successful write adds 1 to version.";
+  Carrier_Type.tp_new = Carrier_new;
+  Carrier_Type.tp_init = Carrier_init;
+  Carrier_Type.tp_dealloc = Carrier_tp_dealloc;
+  Carrier_Type.tp_repr = Carrier_repr;
+  Carrier_Type.tp_weaklistoffset = offsetof(CarrierObject, weakreflist);
+  Carrier_Type.tp_as_mapping = &Carrier_as_mapping;
+  Carrier_Type.tp_methods = Carrier_methods;
+  Carrier_Type.tp_getset = Carrier_getset;
+  return add_type(module, &Carrier_Type, "Carrier");
+}
+
 }  // namespace swpy

@@ -1,5 +1,244 @@
+// CPU: native host memory in one 64-byte aligned allocation (sw::AlignedBuffer)
+// of Float32, Int32 or Bool slots. The only built-in carrier that exports
+// through DLPack.
+#include <cstring>
+#include <new>
+
 #include "sw.hpp"
 
 namespace swpy {
-int cpu_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+CPUObject* as_cpu(PyObject* o) { return reinterpret_cast<CPUObject*>(o); }
+CPUObject* as_cpu(CarrierObject* o) { return reinterpret_cast<CPUObject*>(o); }
+
+bool supported(sw::DTypeCode c) {
+  return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
+}
+
+// dtype argument: a DType among the supported ones.
+int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "CPU dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    return -1;
+  }
+  if (!supported(dtype_code(dtype))) {
+    PyErr_Format(PyExc_ValueError, "CPU does not support dtype %R; use DType.Float32, DType.Int32 or DType.Bool",
+                 dtype);
+    return -1;
+  }
+  *out = dtype_code(dtype);
+  return 0;
+}
+
+// Allocates storage for n slots into a fresh (size 0) CPU object.
+int cpu_storage(CPUObject* o, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "CPU size must be non-negative");
+    return -1;
+  }
+  size_t item = static_cast<size_t>(sw::itemsize(dtype));
+  if (static_cast<size_t>(n) > (SIZE_MAX - sw::kStorageAlignment) / item) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  try {
+    o->buffer.allocate(static_cast<size_t>(n) * item, !empty);
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  o->size = n;
+  o->dtype = dtype;
+  o->base.constructed_mutable = mutable_;
+  return 0;
+}
+
+int cpu_set_slot(CPUObject* o, Py_ssize_t i, PyObject* v) {
+  void* data = o->buffer.data();
+  switch (o->dtype) {
+    case sw::DTypeCode::Float32: {
+      float f;
+      if (value_to_f32(v, &f) < 0) return -1;
+      static_cast<float*>(data)[i] = f;
+      return 0;
+    }
+    case sw::DTypeCode::Int32: {
+      int32_t x;
+      if (value_to_i32(v, &x) < 0) return -1;
+      static_cast<int32_t*>(data)[i] = x;
+      return 0;
+    }
+    default: {
+      bool b;
+      if (value_to_bool(v, &b) < 0) return -1;
+      static_cast<uint8_t*>(data)[i] = b ? 1 : 0;
+      return 0;
+    }
+  }
+}
+
+// A fresh instance of type (the receiver's exact class for new_like /
+// allocate_like) with n slots. Python __init__ of a subclass is not run.
+PyObject* cpu_make(PyTypeObject* type, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
+  PyObject* args = PyTuple_New(0);
+  if (!args) return nullptr;
+  PyObject* self = type->tp_new(type, args, nullptr);
+  Py_DECREF(args);
+  if (!self) return nullptr;
+  if (!PyObject_TypeCheck(self, &CPU_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a CPU carrier", type->tp_name);
+    Py_DECREF(self);
+    return nullptr;
+  }
+  if (cpu_storage(as_cpu(self), n, dtype, mutable_, empty) < 0) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  return self;
+}
+
+// ------------------------------------------------------------------ vtable
+
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return as_cpu(o)->dtype; }
+Py_ssize_t vt_size(CarrierObject* o) { return as_cpu(o)->size; }
+
+PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
+  CPUObject* o = as_cpu(c);
+  const void* data = o->buffer.data();
+  switch (o->dtype) {
+    case sw::DTypeCode::Float32: return PyFloat_FromDouble(static_cast<const float*>(data)[i]);
+    case sw::DTypeCode::Int32: return PyLong_FromLong(static_cast<const int32_t*>(data)[i]);
+    default: return PyBool_FromLong(static_cast<const uint8_t*>(data)[i]);
+  }
+}
+
+int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) { return cpu_set_slot(as_cpu(o), i, v); }
+
+void vt_release(CarrierObject* c) {
+  CPUObject* o = as_cpu(c);
+  o->buffer.release();
+  o->size = 0;
+}
+
+PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  sw::DTypeCode code = as_cpu(c)->dtype;  // kept after release
+  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  if (!seq) return nullptr;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject* r = cpu_make(Py_TYPE(c), n, code, mutable_, true);
+  if (!r) { Py_DECREF(seq); return nullptr; }
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (cpu_set_slot(as_cpu(r), i, items[i]) < 0) {
+      Py_DECREF(seq);
+      Py_DECREF(r);
+      return nullptr;
+    }
+  }
+  Py_DECREF(seq);
+  return r;
+}
+
+PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  sw::DTypeCode code = as_cpu(c)->dtype;
+  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  return cpu_make(Py_TYPE(c), n, code, mutable_, empty);
+}
+
+// Fixed size: a CPU carrier never grows.
+int vt_reserve(CarrierObject*, Py_ssize_t) { return 0; }
+
+void* vt_host_data(CarrierObject* c) { return as_cpu(c)->buffer.data(); }
+
+PyObject* vt_dlpack_info(CarrierObject* c) {
+  PyObject* ptr = PyLong_FromVoidPtr(c->released ? nullptr : as_cpu(c)->buffer.data());
+  if (!ptr) return nullptr;
+  return Py_BuildValue("{s:N,s:i,s:i}", "pointer", ptr, "device_type", 1, "device_id", 0);
+}
+
+const CarrierVTable cpu_vt = {
+    vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
+    vt_reserve, vt_host_data, vt_dlpack_info,
+};
+
+// ------------------------------------------------------------ Python type
+
+PyObject* CPU_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = carrier_alloc(type, &cpu_vt);
+  if (!self) return nullptr;
+  CPUObject* o = as_cpu(self);
+  new (&o->buffer) sw::AlignedBuffer();
+  o->size = 0;
+  o->dtype = sw::DTypeCode::Float32;
+  return self;
+}
+
+int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"size", "dtype", "mutable", "empty", nullptr};
+  Py_ssize_t n;
+  PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
+  int mutable_ = 1, empty = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$Opp:CPU", const_cast<char**>(kw), &n, &dtype, &mutable_,
+                                   &empty))
+    return -1;
+  CPUObject* o = as_cpu(self);
+  // Re-initialising would swap storage under exported buffers and tensors.
+  if (o->buffer.data() || o->base.released) {
+    PyErr_SetString(PyExc_RuntimeError, "CPU.__init__() cannot be called twice");
+    return -1;
+  }
+  sw::DTypeCode code;
+  if (parse_dtype(dtype, &code) < 0) return -1;
+  return cpu_storage(o, n, code, mutable_ != 0, empty != 0);
+}
+
+void CPU_dealloc(PyObject* self) {
+  as_cpu(self)->buffer.~AlignedBuffer();
+  carrier_dealloc(self);
+}
+
+PyObject* CPU_pointer(PyObject* self, PyObject*) {
+  CPUObject* o = as_cpu(self);
+  return PyLong_FromVoidPtr(o->base.released ? nullptr : o->buffer.data());
+}
+
+PyMethodDef CPU_methods[] = {
+    {"pointer", CPU_pointer, METH_NOARGS, "Address of slot 0 (64-byte aligned); 0 after release."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PyTypeObject CPU_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.CPU",                   /* tp_name */
+    sizeof(CPUObject),                   /* tp_basicsize */
+};
+
+PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
+  if (!supported(dtype)) {
+    PyErr_SetString(PyExc_ValueError, "CPU supports only Float32, Int32 and Bool");
+    return nullptr;
+  }
+  return cpu_make(&CPU_Type, n, dtype, mutable_, empty);
+}
+
+int cpu_module_init(PyObject* module) {
+  CPU_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  CPU_Type.tp_doc =
+      "CPU(size, *, dtype=DType.Float32, mutable=True, empty=False)\n\n"
+      "Native host memory: one 64-byte aligned allocation of Float32, Int32 or Bool slots, zero-filled "
+      "unless empty. Float32 slots accept int and float (rounded to binary32); Int32 slots accept int "
+      "(OverflowError outside 32 bits); Bool slots accept only bool; numeric slots reject bool. "
+      "pointer() is the storage address (0 after release). Exports through DLPack (device (1, 0)).";
+  CPU_Type.tp_base = &Carrier_Type;
+  CPU_Type.tp_new = CPU_new;
+  CPU_Type.tp_init = CPU_init;
+  CPU_Type.tp_dealloc = CPU_dealloc;
+  CPU_Type.tp_methods = CPU_methods;
+  return add_type(module, &CPU_Type, "CPU");
+}
+
 }  // namespace swpy

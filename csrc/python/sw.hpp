@@ -136,6 +136,25 @@ int64_t carrier_claim(PyObject* c);
 int carrier_relinquish(PyObject* c, int64_t token);
 int carrier_begin_access(PyObject* c, int64_t token);
 int carrier_end_access(PyObject* c, int64_t token);
+// For native carrier subclasses (cpu.cpp, evictable.cpp, ...): tp_alloc of
+// type with the base part initialised (version 0, unowned, live, constructed
+// mutable, vt set). The subclass then placement-constructs its own members.
+PyObject* carrier_alloc(PyTypeObject* type, const CarrierVTable* vt);
+// Finalises the base part (weakrefs, ownership) and calls tp_free: the last
+// call of a native subclass's tp_dealloc (GC types untrack first).
+void carrier_dealloc(PyObject* self);
+// Slot value conversion shared by the built-ins. Numeric slots reject bool
+// and non-numbers (TypeError); Float32 rounds to binary32; Int32 range is
+// checked (OverflowError); Bool accepts only bool. 0 / -1.
+int value_to_f64(PyObject* v, const char* dtype_name, double* out);
+int value_to_f32(PyObject* v, float* out);
+int value_to_i32(PyObject* v, int32_t* out);
+int value_to_bool(PyObject* v, bool* out);
+// Canonical Python value of v for a slot of code (Any: v itself; Floating,
+// Float32: float; Int32: int; Bool: bool). New reference or NULL.
+PyObject* value_coerce(sw::DTypeCode code, PyObject* v);
+// The zero value of a slot of code (Any and Int32: 0, floats: 0.0, Bool: False).
+PyObject* value_zero(sw::DTypeCode code);
 
 // Built-in carrier types (cpu.cpp, generic.cpp, file_backed.cpp,
 // evictable.cpp, metal.cpp).
