@@ -1,0 +1,72 @@
+// Native strided elementwise kernels for the differentiable operations.
+//
+// Every operand is a base pointer (already advanced by the tensor's offset)
+// plus its depth-first list of leaf modes. All operands of one call iterate
+// the same coordinate space: their leaf lists have the same length and the
+// same extents leaf by leaf (a broadcast operand carries stride 0 on its
+// widened leaves). Coordinates are visited first-leaf-fastest, so a compact
+// (canonical) output's slot equals the coordinate's flat ordinal. Output leaf
+// lists may be gapped (holes are left untouched) and, for the summing
+// kernels only, may repeat indices (stride 0): values landing on one slot are
+// added. Kernels throw std::invalid_argument when the leaf lists disagree,
+// std::overflow_error when an Int32 result leaves the Int32 range (nothing
+// useful is left in the output then), and never touch Python.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "dtype.hpp"
+#include "layout.hpp"
+
+namespace sw::kernels {
+
+using Leaves = std::vector<LeafMode>;
+
+// Logical element count of a leaf list (product of extents; 1 when empty).
+int64_t element_count(const Leaves& leaves);
+
+// True when dtype is one the arithmetic kernels accept (Float32, Int32).
+bool supports(DTypeCode dtype);
+
+// out[o] = src[s]: a strided copy; with a compact dst it is a gather.
+void copy(DTypeCode dtype, const void* src, const Leaves& ls, void* dst, const Leaves& ld);
+// Gathers src into a compact buffer of element_count(ls) slots.
+void gather(DTypeCode dtype, const void* src, const Leaves& ls, void* dst);
+
+// Elementwise binary arithmetic: out = a + b, out = a * b. Float32 results
+// are rounded to binary32 (the float operation itself), Int32 results are
+// range checked.
+void add(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const Leaves& lb,
+         void* out, const Leaves& lo);
+void mul(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const Leaves& lb,
+         void* out, const Leaves& lo);
+
+// out = a * s. Float32: the product is formed in double and rounded once to
+// binary32 (what a Python float product stored into a Float32 slot gives).
+// Int32: s is an integer; the product is range checked.
+void mul_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo);
+void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo);
+
+// out = max(0, x); a NaN input stays NaN, -0.0 becomes +0.0.
+void relu(DTypeCode dtype, const void* x, const Leaves& lx, void* out, const Leaves& lo);
+// out = g * (x > 0): the relu cotangent mask (NaN counts as not positive).
+void relu_backward(const float* g, const Leaves& lg, const float* x, const Leaves& lx, float* out,
+                   const Leaves& lo);
+
+// Sum of every logical value (a broadcast operand counts each coordinate),
+// accumulated in double (Float32) or exactly in int64 (Int32).
+double sum_f32(const float* x, const Leaves& lx);
+int64_t sum_i32(const int32_t* x, const Leaves& lx);
+
+// acc[o] += g[s] in double for every coordinate; lo may carry stride 0 on
+// the leaves a broadcast widened, which sums them together.
+void sum_into(const float* g, const Leaves& lg, double* acc, const Leaves& lo);
+// out[i] = (float)acc[i] for i < n.
+void round_to_f32(const double* acc, float* out, int64_t n);
+// The broadcast backward: zero-fills out_slots slots of out, then sums g onto
+// out through lo (stride 0 on broadcast leaves) with double accumulation and
+// one final rounding per slot.
+void broadcast_sum_backward(const float* g, const Leaves& lg, float* out, const Leaves& lo,
+                            int64_t out_slots);
+
+}  // namespace sw::kernels
