@@ -228,8 +228,21 @@ struct OperationObject {
   PyObject* weakreflist;
   PyObject* inputs;     // tuple of saved Tensor inputs, or NULL
   PyObject* versions;   // tuple of version tokens, or NULL
+  bool graph_freed;     // a backward pass without retain_graph freed it
 };
 extern PyTypeObject Operation_Type;
+inline bool is_operation(PyObject* o) { return PyObject_TypeCheck(o, &Operation_Type); }
+// Operation.forward(*args) as the base implements it: runs _forward, records
+// the profiler event and, in grad mode with a differentiable Tensor input,
+// saves the inputs and sets result.autograd_ctx. args is a tuple.
+PyObject* operation_forward(PyObject* op, PyObject* args);
+// Gradient layout rule (autograd.cpp): a tensor's own layout when injective,
+// else the canonical layout of its shape.
+sw::Layout grad_layout_for(const sw::Layout& l);
+// Checks the cotangent layout contract for gradient g of tensor target
+// (TypeError: not a Tensor or not differentiable; RuntimeError: released;
+// ValueError: shape/layout). 0 / -1.
+int autograd_check_cotangent(PyObject* target, PyObject* g);
 // Tensor methods implemented by autograd.cpp.
 PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
 PyObject* tensor_add(PyObject* a, PyObject* b);
