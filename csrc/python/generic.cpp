@@ -1,5 +1,224 @@
+// Generic: a carrier of Python objects held in a list. Values are coerced
+// to the storage dtype on construction and on every write (Float32 rounded
+// to binary32, Int32 range-checked, Bool strict), so reads return canonical
+// Python values. Participates in cyclic GC: a slot may refer back to the
+// carrier.
+#include <new>
+
 #include "sw.hpp"
 
 namespace swpy {
-int generic_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+GenericObject* as_generic(PyObject* o) { return reinterpret_cast<GenericObject*>(o); }
+GenericObject* as_generic(CarrierObject* o) { return reinterpret_cast<GenericObject*>(o); }
+
+bool supported(sw::DTypeCode c) {
+  return c == sw::DTypeCode::Any || c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 ||
+         c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
+}
+
+int check_dtype(PyObject* dtype) {
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "Generic dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    return -1;
+  }
+  if (!supported(dtype_code(dtype))) {
+    PyErr_Format(PyExc_ValueError,
+                 "Generic does not support dtype %R; use DType.Any, Floating, Float32, Int32 or Bool", dtype);
+    return -1;
+  }
+  return 0;
+}
+
+// New list of values coerced to code.
+PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
+  PyObject* seq = PySequence_Fast(values, "Generic values must be iterable");
+  if (!seq) return nullptr;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject* list = PyList_New(n);
+  if (!list) { Py_DECREF(seq); return nullptr; }
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = value_coerce(code, items[i]);
+    if (!v) { Py_DECREF(list); Py_DECREF(seq); return nullptr; }
+    PyList_SET_ITEM(list, i, v);
+  }
+  Py_DECREF(seq);
+  return list;
+}
+
+PyObject* zeros(sw::DTypeCode code, Py_ssize_t n) {
+  PyObject* list = PyList_New(n);
+  if (!list) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* z = value_zero(code);
+    if (!z) { Py_DECREF(list); return nullptr; }
+    PyList_SET_ITEM(list, i, z);
+  }
+  return list;
+}
+
+// Fresh instance of type (the receiver's exact class) taking ownership of
+// list. Python __init__ of a subclass is not run.
+PyObject* generic_make(PyTypeObject* type, PyObject* list, PyObject* dtype, bool mutable_) {
+  PyObject* args = PyTuple_New(0);
+  if (!args) { Py_DECREF(list); return nullptr; }
+  PyObject* self = type->tp_new(type, args, nullptr);
+  Py_DECREF(args);
+  if (!self) { Py_DECREF(list); return nullptr; }
+  if (!PyObject_TypeCheck(self, &Generic_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Generic carrier", type->tp_name);
+    Py_DECREF(list);
+    Py_DECREF(self);
+    return nullptr;
+  }
+  GenericObject* o = as_generic(self);
+  Py_XSETREF(o->values, list);
+  Py_SETREF(o->dtype, Py_NewRef(dtype));
+  o->base.constructed_mutable = mutable_;
+  return self;
+}
+
+// ------------------------------------------------------------------ vtable
+
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return dtype_code(as_generic(o)->dtype); }
+
+Py_ssize_t vt_size(CarrierObject* o) {
+  PyObject* v = as_generic(o)->values;
+  return v ? PyList_GET_SIZE(v) : 0;
+}
+
+PyObject* vt_get(CarrierObject* o, Py_ssize_t i) { return Py_NewRef(PyList_GET_ITEM(as_generic(o)->values, i)); }
+
+int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
+  GenericObject* o = as_generic(c);
+  PyObject* x = value_coerce(dtype_code(o->dtype), v);
+  if (!x) return -1;
+  // Coercion may run Python code (__index__, __float__): recheck the slot.
+  if (!o->values || i >= PyList_GET_SIZE(o->values)) {
+    Py_DECREF(x);
+    PyErr_SetString(PyExc_RuntimeError, "Generic carrier changed during the write");
+    return -1;
+  }
+  return PyList_SetItem(o->values, i, x);
+}
+
+void vt_release(CarrierObject* c) {
+  // Detach first: dropping the values may run arbitrary finalizers.
+  PyObject* v = as_generic(c)->values;
+  as_generic(c)->values = nullptr;
+  Py_XDECREF(v);
+}
+
+PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  if (!dtype) dtype = as_generic(c)->dtype;  // kept after release
+  else if (check_dtype(dtype) < 0) return nullptr;
+  PyObject* list = coerce_all(dtype_code(dtype), values);
+  if (!list) return nullptr;
+  return generic_make(Py_TYPE(c), list, dtype, mutable_);
+}
+
+PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool) {
+  // Python objects cannot be left uninitialised: empty=True also zero-fills.
+  if (!dtype) dtype = as_generic(c)->dtype;
+  else if (check_dtype(dtype) < 0) return nullptr;
+  PyObject* list = zeros(dtype_code(dtype), n);
+  if (!list) return nullptr;
+  return generic_make(Py_TYPE(c), list, dtype, mutable_);
+}
+
+int vt_reserve(CarrierObject* c, Py_ssize_t n) {
+  GenericObject* o = as_generic(c);
+  if (vt_size(c) != 0) return 0;  // only an empty destination grows
+  PyObject* list = zeros(dtype_code(o->dtype), n);
+  if (!list) return -1;
+  Py_XSETREF(o->values, list);
+  return 1;
+}
+
+const CarrierVTable generic_vt = {
+    vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
+    vt_reserve, nullptr /* host_data */, nullptr /* dlpack_info: none */,
+};
+
+// ------------------------------------------------------------ Python type
+
+PyObject* Generic_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = carrier_alloc(type, &generic_vt);
+  if (!self) return nullptr;
+  GenericObject* o = as_generic(self);
+  o->values = nullptr;  // set by __init__; NULL reads as empty
+  o->dtype = Py_NewRef(dtype_singleton(sw::DTypeCode::Floating));
+  return self;
+}
+
+int Generic_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"values", "dtype", "mutable", nullptr};
+  PyObject* values;
+  PyObject* dtype = dtype_singleton(sw::DTypeCode::Floating);
+  int mutable_ = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:Generic", const_cast<char**>(kw), &values, &dtype,
+                                   &mutable_))
+    return -1;
+  GenericObject* o = as_generic(self);
+  if (o->values || o->base.released) {
+    PyErr_SetString(PyExc_RuntimeError, "Generic.__init__() cannot be called twice");
+    return -1;
+  }
+  if (check_dtype(dtype) < 0) return -1;
+  PyObject* list = coerce_all(dtype_code(dtype), values);
+  if (!list) return -1;
+  Py_XSETREF(o->values, list);
+  Py_SETREF(o->dtype, Py_NewRef(dtype));
+  o->base.constructed_mutable = mutable_ != 0;
+  return 0;
+}
+
+int Generic_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(as_generic(self)->values);
+  Py_VISIT(as_generic(self)->dtype);
+  return 0;
+}
+
+int Generic_clear(PyObject* self) {
+  // Only the values can form cycles; the dtype stays valid for the rest of
+  // the object's life.
+  Py_CLEAR(as_generic(self)->values);
+  return 0;
+}
+
+void Generic_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  Py_CLEAR(as_generic(self)->values);
+  Py_CLEAR(as_generic(self)->dtype);
+  carrier_dealloc(self);
+}
+
+}  // namespace
+
+PyTypeObject Generic_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Generic",               /* tp_name */
+    sizeof(GenericObject),               /* tp_basicsize */
+};
+
+int generic_module_init(PyObject* module) {
+  Generic_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  Generic_Type.tp_doc =
+      "Generic(values, *, dtype=DType.Floating, mutable=True)\n\n"
+      "Storage of Python objects. dtypes: Any (objects as given), Floating (int or float, stored as float), "
+      "Float32 (rounded to binary32), Int32 (int, range-checked), Bool (bool only). No DLPack export. "
+      "allocate_like(..., empty=True) still zero-fills (objects cannot be uninitialised).";
+  Generic_Type.tp_base = &Carrier_Type;
+  Generic_Type.tp_new = Generic_new;
+  Generic_Type.tp_init = Generic_init;
+  Generic_Type.tp_dealloc = Generic_dealloc;
+  Generic_Type.tp_traverse = Generic_traverse;
+  Generic_Type.tp_clear = Generic_clear;
+  Generic_Type.tp_free = PyObject_GC_Del;
+  return add_type(module, &Generic_Type, "Generic");
+}
+
 }  // namespace swpy
