@@ -211,7 +211,7 @@ PyObject* Layout_subscript(PyObject* self, PyObject* key) {
     }
   }
   if (PyIndex_Check(key)) {
-    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
     if (i == -1 && PyErr_Occurred()) return nullptr;
     if (i < 0) i += n_modes;
     return Layout_item(self, i);

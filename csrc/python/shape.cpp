@@ -242,7 +242,7 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
     }
   }
   if (PyIndex_Check(key)) {
-    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
     if (i == -1 && PyErr_Occurred()) return nullptr;
     if (i < 0) i += static_cast<Py_ssize_t>(ch.size());
     return IntTree_item(self, i);
