@@ -192,7 +192,8 @@ struct EvictableObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
-// The per-process temporary directory FileBacked uses (created lazily).
+// The per-process temporary directory FileBacked uses (created lazily);
+// NULL with OSError set when it cannot be created.
 const char* file_backed_directory();
 
 // --------------------------------------------------------------- tensor.cpp
