@@ -1,5 +1,374 @@
+// DLPack export: Tensor.__dlpack__ / __dlpack_device__, the capsules and the
+// managed-tensor owner (a strong reference to the exporting Tensor).
+//
+// Check order (API.md section 7): multi-subtensor, the carrier's dlpack_info()
+// hook and its conversion, copy, dl_device, dtype, max_version, null pointer.
+// The engine (dlpack_export.cpp) builds the managed tensor in one malloc'd
+// block; this file only decides what goes in it and owns the Python side of
+// its lifetime.
 #include "sw.hpp"
 
+#include "dlpack_export.hpp"
+
 namespace swpy {
-int dlpack_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+namespace dl = sw::dlpack;
+
+constexpr const char* kLegacyName = "dltensor";
+constexpr const char* kVersionedName = "dltensor_versioned";
+
+PyObject* s_stream;
+PyObject* s_max_version;
+PyObject* s_dl_device;
+PyObject* s_copy;
+PyObject* s_pointer;
+PyObject* s_device_type;
+PyObject* s_device_id;
+
+// ------------------------------------------------------------ owner release
+
+// True while Python objects may still be touched from a foreign thread. Once
+// finalization has begun, PyGILState_Ensure may hang or kill the calling
+// thread, so the reference is deliberately leaked instead.
+bool interpreter_alive() {
+  if (!Py_IsInitialized()) return false;
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsFinalizing();
+#else
+  return !_Py_IsFinalizing();
+#endif
+}
+
+// Drops the managed tensor's Tensor reference. Runs from the engine deleter,
+// possibly on a thread without the GIL (ctypes, another runtime's worker), so
+// it takes the GIL itself and preserves whatever exception is pending on this
+// thread (a capsule often dies while an exception unwinds a frame).
+void release_tensor_ref(void* owner) noexcept {
+  if (!owner || !interpreter_alive()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* pending = PyErr_GetRaisedException();
+  Py_DECREF(static_cast<PyObject*>(owner));
+  PyErr_SetRaisedException(pending);
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Py_DECREF(static_cast<PyObject*>(owner));
+  PyErr_Restore(type, value, traceback);
+#endif
+  PyGILState_Release(gil);
+}
+
+// --------------------------------------------------------- capsule destructors
+
+// A consumer that takes ownership renames the capsule to used_dltensor[...]
+// and calls the deleter itself; then IsValid fails on the original name and
+// there is nothing left for us to do. IsValid sets no exception.
+void legacy_capsule_destructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, kLegacyName)) return;
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kLegacyName));
+  if (m && m->deleter) m->deleter(m);
+}
+
+void versioned_capsule_destructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, kVersionedName)) return;
+  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
+  if (m && m->deleter) m->deleter(m);
+}
+
+// ------------------------------------------------------ argument conversions
+
+struct Device {
+  int32_t type;
+  int32_t id;
+};
+
+// Converts an int-like to int32; -1 with an exception set on failure.
+int to_int32(PyObject* o, const char* what, int32_t* out) {
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < INT32_MIN || v > INT32_MAX) {
+    PyErr_Format(PyExc_OverflowError, "dlpack_info()['%s'] does not fit a 32-bit DLPack field", what);
+    return -1;
+  }
+  *out = static_cast<int32_t>(v);
+  return 0;
+}
+
+// Replaces the pending exception with a TypeError about info's type, chained
+// from it (raise TypeError(...) from exc).
+void raise_type_error_from_current(PyObject* info) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* cause = PyErr_GetRaisedException();
+#else
+  PyObject *type, *cause, *traceback;
+  PyErr_Fetch(&type, &cause, &traceback);
+  PyErr_NormalizeException(&type, &cause, &traceback);
+  if (cause && traceback) PyException_SetTraceback(cause, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+#endif
+  PyErr_Format(PyExc_TypeError,
+               "dlpack_info() must return a mapping convertible to dict with keys pointer, device_type "
+               "and device_id, not %.100s",
+               Py_TYPE(info)->tp_name);
+  if (!cause) return;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* exc = PyErr_GetRaisedException();
+  PyException_SetCause(exc, cause);  // steals cause
+  PyErr_SetRaisedException(exc);
+#else
+  PyObject *type2, *exc, *traceback2;
+  PyErr_Fetch(&type2, &exc, &traceback2);
+  PyErr_NormalizeException(&type2, &exc, &traceback2);
+  PyException_SetCause(exc, cause);  // steals cause
+  PyErr_Restore(type2, exc, traceback2);
+#endif
+}
+
+// Resolves the carrier's DLPack opt-in: calls the dlpack_info() hook (its
+// exceptions propagate unchanged), converts its result with dict() (not
+// convertible -> TypeError), reads the three keys (missing -> KeyError; extra
+// keys ignored). The exact built-in CPU type takes a shortcut with the same
+// result as its native hook ({"pointer": pointer(), "device_type": 1,
+// "device_id": 0}), which keeps export as cheap as NumPy's.
+int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
+  if (Py_TYPE(carrier) == &CPU_Type) {
+    *pointer = reinterpret_cast<uintptr_t>(carrier_host_data(carrier));  // NULL once released
+    *device = Device{kDLCPU, 0};
+    return 0;
+  }
+  PyObject* info = carrier_dlpack_info(carrier);
+  if (!info) return -1;
+  PyObject* d = info;
+  if (!PyDict_CheckExact(info)) {
+    d = PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), info);
+    if (!d) {
+      // dict() reports a non-mapping with TypeError or ValueError (a sequence
+      // of wrong-length items); both mean "not convertible" here.
+      if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
+        raise_type_error_from_current(info);
+      Py_DECREF(info);
+      return -1;
+    }
+    Py_DECREF(info);
+  }
+  int rc = -1;
+  PyObject* keys[3] = {s_pointer, s_device_type, s_device_id};
+  PyObject* values[3];
+  for (int k = 0; k < 3; ++k) {
+    values[k] = PyDict_GetItemWithError(d, keys[k]);  // borrowed
+    if (!values[k]) {
+      if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, keys[k]);
+      goto done;
+    }
+  }
+  {
+    unsigned long long p = PyLong_AsUnsignedLongLong(values[0]);
+    if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) goto done;
+    if (p > UINTPTR_MAX) {
+      PyErr_SetString(PyExc_OverflowError, "dlpack_info()['pointer'] does not fit a pointer");
+      goto done;
+    }
+    *pointer = static_cast<uintptr_t>(p);
+  }
+  if (to_int32(values[1], "device_type", &device->type) < 0) goto done;
+  if (to_int32(values[2], "device_id", &device->id) < 0) goto done;
+  rc = 0;
+done:
+  Py_DECREF(d);
+  return rc;
+}
+
+// A two-element tuple or list of ints (what = argument name for messages).
+// TypeError for another container, ValueError for a wrong count or a
+// non-integer element. Values are returned as long long with an overflow
+// indicator (+1 above, -1 below the range), so a huge ceiling still parses.
+int parse_pair(PyObject* o, const char* what, long long out[2], int overflow[2]) {
+  if (!PyTuple_Check(o) && !PyList_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a tuple or list, not %.100s", what, Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  if (PySequence_Fast_GET_SIZE(o) != 2) {
+    PyErr_Format(PyExc_ValueError, "%s must have exactly two elements, got %zd", what,
+                 PySequence_Fast_GET_SIZE(o));
+    return -1;
+  }
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (int k = 0; k < 2; ++k) {
+    if (!PyLong_Check(items[k])) {
+      PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(items[k])->tp_name);
+      return -1;
+    }
+    out[k] = PyLong_AsLongLongAndOverflow(items[k], &overflow[k]);
+    if (out[k] == -1 && PyErr_Occurred()) return -1;
+  }
+  return 0;
+}
+
+PyObject* device_tuple(const Device& d) { return Py_BuildValue("(ii)", d.type, d.id); }
+
+bool is_none(PyObject* o) { return !o || o == Py_None; }
+
+// Parses (stream=None, *, max_version=None, dl_device=None, copy=None) by
+// hand: the common calls (no arguments, one keyword) then cost a few pointer
+// compares instead of a generic parser. Borrowed references out.
+int parse_args(PyObject* args, PyObject* kwargs, PyObject** stream, PyObject** max_version,
+               PyObject** dl_device, PyObject** copy) {
+  Py_ssize_t nargs = args ? PyTuple_GET_SIZE(args) : 0;
+  if (nargs > 1) {
+    PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)", nargs);
+    return -1;
+  }
+  if (nargs == 1) *stream = PyTuple_GET_ITEM(args, 0);
+  if (!kwargs) return 0;
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    PyObject** slot = nullptr;
+    PyObject* names[4] = {s_stream, s_max_version, s_dl_device, s_copy};
+    PyObject** slots[4] = {stream, max_version, dl_device, copy};
+    for (int k = 0; k < 4 && !slot; ++k)
+      if (key == names[k]) slot = slots[k];
+    for (int k = 0; k < 4 && !slot; ++k) {
+      if (!PyUnicode_Check(key)) break;
+      int eq = PyUnicode_Compare(key, names[k]) == 0;
+      if (eq) slot = slots[k];
+    }
+    if (!slot) {
+      if (PyUnicode_Check(key))
+        PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
+      else
+        PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
+      return -1;
+    }
+    if (slot == stream && nargs == 1) {
+      PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
+      return -1;
+    }
+    *slot = value;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------- methods
+
+PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject *stream = nullptr, *max_version = nullptr, *dl_device = nullptr, *copy = nullptr;
+  if (parse_args(args, kwargs, &stream, &max_version, &dl_device, &copy) < 0) return nullptr;
+  (void)stream;  // export does no work a stream could order
+
+  if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
+  TensorObject* t = as_tensor(self);
+
+  uintptr_t pointer = 0;
+  Device device{};
+  if (resolve_carrier(t->carrier, &pointer, &device) < 0) return nullptr;
+
+  if (!is_none(copy)) {
+    int truthy = PyObject_IsTrue(copy);
+    if (truthy < 0) return nullptr;
+    if (truthy) {
+      PyErr_SetString(PyExc_BufferError,
+                      "copy exports are not supported: StrideWeave exports alias the carrier's storage");
+      return nullptr;
+    }
+  }
+
+  if (!is_none(dl_device)) {
+    long long want[2];
+    int overflow[2];
+    if (parse_pair(dl_device, "dl_device", want, overflow) < 0) return nullptr;
+    if (overflow[0] || overflow[1] || want[0] != device.type || want[1] != device.id) {
+      PyErr_Format(PyExc_BufferError,
+                   "cross-device exports are not supported: the carrier's storage is on device (%d, %d)",
+                   device.type, device.id);
+      return nullptr;
+    }
+  }
+
+  const sw::DTypeCode code = dtype_code(t->dtype);
+  DLDataType dtype;
+  if (!dl::dl_dtype_for(code, &dtype)) {
+    PyErr_Format(PyExc_BufferError, "DLPack export supports only Float32 and Int32 dtypes, not %R", t->dtype);
+    return nullptr;
+  }
+
+  bool versioned = false;
+  if (!is_none(max_version)) {
+    long long v[2];
+    int overflow[2];
+    if (parse_pair(max_version, "max_version", v, overflow) < 0) return nullptr;
+    for (int k = 0; k < 2; ++k) {
+      if (overflow[k] < 0 || (!overflow[k] && v[k] < 0)) {
+        PyErr_SetString(PyExc_ValueError, "max_version components must be non-negative");
+        return nullptr;
+      }
+    }
+    versioned = overflow[0] > 0 || v[0] >= 1;  // any major >= 1 reads 1.0
+  }
+
+  const sw::Layout& layout = layout_of(t->layout);
+  if (pointer == 0 && layout.size() > 0) {
+    PyErr_SetString(PyExc_BufferError,
+                    "DLPack data pointer must be non-null (was the carrier released?)");
+    return nullptr;
+  }
+
+  dl::ExportSpec spec;
+  spec.data = reinterpret_cast<void*>(pointer);
+  spec.device = DLDevice{device.type, device.id};
+  spec.dtype = dtype;
+  spec.byte_offset = static_cast<uint64_t>(t->offset) * static_cast<uint64_t>(sw::itemsize(code));
+  spec.leaves = layout.leaves();
+  if (versioned) {
+    // Same predicate as Tensor.is_mutable() for a single-subtensor tensor.
+    int mut = carrier_is_mutable(t->carrier);
+    if (mut < 0) return nullptr;
+    spec.read_only = !mut;
+  }
+
+  // The managed tensor owns this reference; its deleter drops it.
+  Py_INCREF(self);
+  PyObject* capsule = nullptr;
+  if (versioned) {
+    DLManagedTensorVersioned* m = dl::make_versioned(spec, self, release_tensor_ref);
+    if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
+    capsule = PyCapsule_New(m, kVersionedName, versioned_capsule_destructor);
+    if (!capsule) m->deleter(m);
+  } else {
+    DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
+    if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
+    capsule = PyCapsule_New(m, kLegacyName, legacy_capsule_destructor);
+    if (!capsule) m->deleter(m);
+  }
+  return capsule;
+}
+
+PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
+  if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
+  uintptr_t pointer = 0;
+  Device device{};
+  if (resolve_carrier(as_tensor(self)->carrier, &pointer, &device) < 0) return nullptr;
+  return device_tuple(device);
+}
+
+int dlpack_module_init(PyObject*) {
+  // No public names: DLPack is export-only (no from_dlpack of any kind).
+  struct {
+    PyObject** slot;
+    const char* text;
+  } names[] = {{&s_stream, "stream"},       {&s_max_version, "max_version"}, {&s_dl_device, "dl_device"},
+               {&s_copy, "copy"},           {&s_pointer, "pointer"},         {&s_device_type, "device_type"},
+               {&s_device_id, "device_id"}};
+  for (auto& n : names) {
+    if (!*n.slot && !(*n.slot = PyUnicode_InternFromString(n.text))) return -1;
+  }
+  return 0;
+}
+
 }  // namespace swpy
