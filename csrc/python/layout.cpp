@@ -294,7 +294,9 @@ PyGetSetDef Layout_getset[] = {
     {"stride", Layout_get_stride, nullptr, "the Stride given to the constructor", nullptr},
     {"size", Layout_get_size, nullptr, "number of coordinates (product of extents)", nullptr},
     {"cosize", Layout_get_cosize, nullptr, "1 + greatest index any coordinate reaches", nullptr},
-    {"is_injective", Layout_get_is_injective, nullptr, "True when no two coordinates share an index", nullptr},
+    {"is_injective", Layout_get_is_injective, nullptr, "True when no two coordinates share an index (gaps allowed). Exact without enumerating "
+     "huge layouts; only pathological overlapping strides beyond the engine's work budget "
+     "report False (not proven injective).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PySequenceMethods Layout_as_sequence = {
