@@ -1,5 +1,215 @@
+// AwaitResult / AwaitMove: read-only completion handles. The terminal outcome
+// is recorded once (await_complete / await_fail, GIL held); wait() blocks on
+// the engine Completion with the GIL released and then returns the same
+// result object, or raises the same exception object, on every call.
+#include <chrono>
+
 #include "sw.hpp"
 
 namespace swpy {
-int await_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+AwaitObject* as_await(PyObject* o) { return reinterpret_cast<AwaitObject*>(o); }
+
+int Await_traverse(PyObject* self, visitproc visit, void* arg) {
+  AwaitObject* a = as_await(self);
+  Py_VISIT(a->result);
+  Py_VISIT(a->error);
+  return 0;
+}
+
+int Await_clear(PyObject* self) {
+  // Only called by the collector, which cannot reach a handle a pending move
+  // still holds (the job owns a strong reference), so the outcome is final.
+  AwaitObject* a = as_await(self);
+  Py_CLEAR(a->result);
+  Py_CLEAR(a->error);
+  return 0;
+}
+
+void Await_dealloc(PyObject* self) {
+  AwaitObject* a = as_await(self);
+  PyObject_GC_UnTrack(self);
+  if (a->weakreflist) PyObject_ClearWeakRefs(self);
+  Await_clear(self);
+  // Nobody waits on it: every waiter holds a reference while it waits.
+  delete a->completion;
+  a->completion = nullptr;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* Await_repr(PyObject* self) {
+  AwaitObject* a = as_await(self);
+  const char* state = !a->completion->done() ? "pending" : (a->error ? "failed" : "done");
+  return PyUnicode_FromFormat("<%s %s>", _PyType_Name(Py_TYPE(self)), state);
+}
+
+PyObject* Await_get_done(PyObject* self, void*) { return PyBool_FromLong(as_await(self)->completion->done()); }
+
+// Re-raises the recorded exception object itself (identity is part of the
+// contract), with the traceback it carries.
+PyObject* raise_recorded(PyObject* exc) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(Py_NewRef(exc));
+#else
+  PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exc))), Py_NewRef(exc),
+                PyException_GetTraceback(exc));
+#endif
+  return nullptr;
+}
+
+// Blocks until done or until deadline_ns (< 0: none) passed. The GIL is
+// released while blocked; the main thread wakes every 100 ms to run signal
+// handlers so Ctrl-C interrupts a long wait. 1 done, 0 timed out, -1 error.
+int block(AwaitObject* a, int64_t deadline_ns) {
+  const auto slice = std::chrono::milliseconds(100);
+  for (;;) {
+    if (a->completion->done()) return 1;
+    std::chrono::nanoseconds step = slice;
+    if (deadline_ns >= 0) {
+      int64_t left = deadline_ns - sw::now_ns();
+      if (left <= 0) return 0;
+      if (std::chrono::nanoseconds(left) < step) step = std::chrono::nanoseconds(left);
+    }
+    bool done;
+    Py_BEGIN_ALLOW_THREADS
+    done = a->completion->wait_for(step);
+    Py_END_ALLOW_THREADS
+    if (done) return 1;
+    if (PyErr_CheckSignals() < 0) return -1;
+  }
+}
+
+PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"timeout", nullptr};
+  PyObject* timeout = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", const_cast<char**>(kwlist), &timeout)) return nullptr;
+  int64_t deadline = -1;
+  if (timeout != Py_None) {
+    double secs = PyFloat_AsDouble(timeout);
+    if (secs == -1.0 && PyErr_Occurred()) return nullptr;
+    if (!(secs >= 0.0)) {
+      PyErr_SetString(PyExc_ValueError, "timeout must be a non-negative number or None");
+      return nullptr;
+    }
+    deadline = sw::now_ns() + static_cast<int64_t>(secs > 1e9 ? 1e18 : secs * 1e9);
+  }
+  AwaitObject* a = as_await(self);
+  Py_INCREF(self);  // keep the completion alive across the unlocked wait
+  int r = block(a, deadline);
+  PyObject* out = nullptr;
+  if (r == 0) {
+    PyErr_SetString(PyExc_TimeoutError, "the operation did not complete within the timeout");
+  } else if (r > 0) {
+    if (a->error)
+      raise_recorded(a->error);
+    else if (a->result)
+      out = Py_NewRef(a->result);
+    else
+      out = Py_NewRef(Py_None);
+  }
+  Py_DECREF(self);
+  return out;
+}
+
+PyMethodDef Await_methods[] = {
+    {"wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Await_wait)),
+     METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None)\n--\n\nBlock (with the GIL released) until the terminal outcome is recorded, then return "
+     "the result or raise the recorded exception: the same object on every call, from any thread. timeout (an "
+     "extension) raises TimeoutError when it passes first; the operation itself continues."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Await_getset[] = {
+    {"done", Await_get_done, nullptr, "True once a terminal success or failure is recorded.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+}  // namespace
+
+PyTypeObject AwaitResult_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitResult", sizeof(AwaitObject)};
+PyTypeObject AwaitMove_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitMove", sizeof(AwaitObject)};
+
+PyObject* await_new(PyTypeObject* type) {
+  // Zero-filled and GC-tracked; traverse copes with the NULL fields.
+  PyObject* self = PyType_GenericAlloc(type, 0);
+  if (!self) return nullptr;
+  AwaitObject* a = as_await(self);
+  a->weakreflist = nullptr;
+  a->result = nullptr;
+  a->error = nullptr;
+  try {
+    a->completion = new sw::Completion();
+  } catch (const std::bad_alloc&) {
+    a->completion = nullptr;
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  return self;
+}
+
+int await_complete(PyObject* handle, PyObject* value) {
+  AwaitObject* a = as_await(handle);
+  if (a->completion->done()) return 0;
+  a->result = Py_NewRef(value);
+  a->completion->set();
+  return 1;
+}
+
+int await_fail(PyObject* handle) {
+  AwaitObject* a = as_await(handle);
+  if (a->completion->done()) {
+    PyErr_Clear();
+    return 0;
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* exc = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value && tb) PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  PyObject* exc = value;
+#endif
+  if (!exc) {  // no exception was set: record a generic one rather than success
+    exc = PyObject_CallFunction(PyExc_RuntimeError, "s", "the operation failed without an exception");
+    if (!exc) {
+      PyErr_Clear();
+      exc = Py_NewRef(PyExc_RuntimeError);
+    }
+  }
+  a->error = exc;
+  a->completion->set();
+  return 1;
+}
+
+bool await_done(PyObject* handle) { return as_await(handle)->completion->done(); }
+
+int await_module_init(PyObject* module) {
+  // Neither type has tp_new: handles are created by the framework only, so
+  // calling the class raises TypeError. No tp_as_async: no __await__.
+  AwaitResult_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  AwaitResult_Type.tp_doc =
+      "Read-only completion handle created by the framework: done, wait(). Not constructible, not awaitable.";
+  AwaitResult_Type.tp_dealloc = Await_dealloc;
+  AwaitResult_Type.tp_traverse = Await_traverse;
+  AwaitResult_Type.tp_clear = Await_clear;
+  AwaitResult_Type.tp_repr = Await_repr;
+  AwaitResult_Type.tp_methods = Await_methods;
+  AwaitResult_Type.tp_getset = Await_getset;
+  AwaitResult_Type.tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
+  AwaitMove_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  AwaitMove_Type.tp_doc = "Handle of one move_async: wait() returns the moved Tensor.";
+  AwaitMove_Type.tp_base = &AwaitResult_Type;
+  AwaitMove_Type.tp_dealloc = Await_dealloc;
+  AwaitMove_Type.tp_traverse = Await_traverse;
+  AwaitMove_Type.tp_clear = Await_clear;
+  AwaitMove_Type.tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
+  if (add_type(module, &AwaitResult_Type, "AwaitResult") < 0) return -1;
+  if (add_type(module, &AwaitMove_Type, "AwaitMove") < 0) return -1;
+  return 0;
+}
+
 }  // namespace swpy

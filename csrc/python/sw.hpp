@@ -12,6 +12,7 @@
 
 #include "clock.hpp"
 #include "dtype.hpp"
+#include "executor.hpp"
 #include "layout.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
@@ -255,6 +256,69 @@ PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
 PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused);
 
 // -------------------------------------------------- move.cpp, await.cpp
+// Completion handles (await.cpp). AwaitResult is the read-only base of every
+// framework-created handle (AwaitMove here; AwaitProjection/AwaitResidency
+// later subclass it natively). The terminal outcome is written once, with the
+// GIL held, before the completion is set, so a waiter that sees it set reads
+// a stable result/error.
+struct AwaitObject {
+  PyObject_HEAD
+  PyObject* weakreflist;
+  sw::Completion* completion;  // owned
+  PyObject* result;            // terminal value on success
+  PyObject* error;             // terminal exception instance on failure
+};
+extern PyTypeObject AwaitResult_Type;
+extern PyTypeObject AwaitMove_Type;
+inline bool is_await(PyObject* o) { return PyObject_TypeCheck(o, &AwaitResult_Type); }
+// A fresh pending handle of type (AwaitResult_Type or a native subclass).
+PyObject* await_new(PyTypeObject* type);
+// Records success with value (a new reference is taken) and wakes every
+// waiter. 1 when this call made the terminal transition, 0 when the handle
+// was already terminal (nothing changes).
+int await_complete(PyObject* handle, PyObject* value);
+// Records failure with the currently raised exception, which is consumed
+// (cleared). 1 / 0 as await_complete.
+int await_fail(PyObject* handle);
+bool await_done(PyObject* handle);
+
+// Movement (move.cpp). MoveOperation is the open base of every move
+// operation and of the autograd node a differentiable move attaches.
+struct MoveOperationObject {
+  OperationObject base;
+  PyObject* reverse_op;      // captured reverse route (operation class) or NULL
+  PyObject* source_carrier;  // forward source carrier (allocate_like at backward)
+  PyObject* dest_carrier;    // forward destination carrier (staging at backward)
+  PyObject* source_layout;   // forward layout
+  bool used;                 // this instance has run (or is running) a move
+};
+extern PyTypeObject MoveOperation_Type;
+extern PyTypeObject ElementwiseMoveOperation_Type;
+extern PyTypeObject CpuToFileBackedMoveOperation_Type;
+extern PyTypeObject FileBackedToCpuMoveOperation_Type;
+// Adds a built-in exact-pair entry to the legacy registry (metal.cpp calls it
+// from its init for its three operations). ValueError on a duplicate. 0 / -1.
+int move_register_builtin(PyTypeObject* src, PyTypeObject* dst, PyTypeObject* op);
+// move_async(tensor, destination) and move(...) for other binding files.
+PyObject* move_async(PyObject* tensor, PyObject* destination);
+PyObject* move_blocking(PyObject* tensor, PyObject* destination);
+// Route resolution for carrier definitions (extension.cpp sets these at
+// init; both NULL means every pair is governed by the legacy registry).
+//  legacy_check: called by every legacy registry API after the Carrier-class
+//    checks; -1 with RuntimeError ("TransferRoute") when either exact class
+//    is definition-backed (it may also mark the classes observed), else 0.
+//  resolve: for move/move_async and reverse-route capture. 1 with *op_class a
+//    new reference to the MoveOperation subclass that performs the pair;
+//    0 when the legacy registry governs the pair; -1 with an exception
+//    (NotImplementedError naming both classes when nothing is permitted).
+struct MoveRouteHooks {
+  int (*legacy_check)(PyTypeObject* src, PyTypeObject* dst);
+  int (*resolve)(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class);
+};
+extern MoveRouteHooks move_route_hooks;
+// Exact-pair resolution as move uses it (hooks first, then the legacy
+// registry, then ElementwiseMoveOperation). New reference or NULL.
+PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
 // ------------------------------------------------------------- profiler.cpp
 // Profiling hooks used by operations and moves. A session is the object the
 // active profile(...) context owns; it is thread-local to the thread that
