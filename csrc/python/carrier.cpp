@@ -354,6 +354,9 @@ PyTypeObject Carrier_Type = {
     sizeof(CarrierObject),               /* tp_basicsize */
 };
 
+// Python's thread ident: owner access is bound to it. An ident may be reused
+// by a new thread after its thread ends, so an owner must close its scopes
+// before its thread exits.
 uint64_t current_thread_id() { return static_cast<uint64_t>(PyThread_get_thread_ident()); }
 
 bool carrier_overrides(PyObject* self, const char* name) {
