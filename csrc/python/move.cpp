@@ -751,6 +751,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
 
   {
     PyObject* handle = Py_NewRef(j->handle);
+    PyObject* shapes = Py_XNewRef(j->shapes);
     const int64_t submit_id = j->submit_id;
     j->transfer_start_ns = sw::now_ns();
     flight_begin();
@@ -759,6 +760,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     } catch (...) {
       flight_end();
       Py_DECREF(handle);
+      Py_XDECREF(shapes);
       PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
       goto error;
     }
@@ -766,10 +768,11 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     if (session) {
       const int64_t now = sw::now_ns();
       if (profiler_record(session, submit_id, profiler_parent_id(session), "move.submit",
-                          reinterpret_cast<PyObject*>(Py_TYPE(src)), cls, nullptr, entry_ns, now - entry_ns,
+                          reinterpret_cast<PyObject*>(Py_TYPE(src)), cls, shapes, entry_ns, now - entry_ns,
                           current_thread_id(), true) < 0)
         PyErr_Clear();
     }
+    Py_XDECREF(shapes);
     Py_DECREF(cls);
     return handle;
   }

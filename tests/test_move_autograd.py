@@ -1,0 +1,177 @@
+"""Move across the autograd boundary (spec: "Move participates in autograd
+across the carrier boundary"; API.md 8)."""
+import pytest
+
+import strideweave as sw
+from _move_support import F32, I32, WAIT, canonical, cpu_tensor, layout, values
+
+
+def file_tensor(vals, lay=None):
+    """A FileBacked Float32 tensor (built without recording a node)."""
+    with sw.no_grad():
+        return sw.move(cpu_tensor(vals, lay), sw.FileBacked(dtype=F32))
+
+
+def test_move_records_one_node_with_the_source_as_input():
+    x = cpu_tensor([1.0, 2.0])
+    v = x.version
+    y = sw.move(x, sw.FileBacked(dtype=F32))
+    node = y.autograd_ctx
+    assert isinstance(node, sw.MoveOperation)
+    assert type(node) is sw.CpuToFileBackedMoveOperation
+    assert node.inputs() == (x,) and node.inputs()[0] is x
+    assert node.input_versions() == (v,)
+    assert x.autograd_ctx is None
+
+
+def test_no_node_without_grad_mode_or_for_non_differentiable_dtypes():
+    with sw.no_grad():
+        y = sw.move(cpu_tensor([1.0]), sw.CPU(1))
+    assert y.autograd_ctx is None
+    z = sw.move(cpu_tensor([1, 2], dtype=I32), sw.CPU(2, dtype=I32))
+    assert z.autograd_ctx is None
+
+
+def test_move_a_gradient_back_to_the_source_carrier_class():
+    lay = layout([2, 2], [1, 3])  # injective with a hole
+    x = cpu_tensor([1.0, 2.0, 0.0, 3.0, 4.0], lay)
+    x_carrier = x.carrier
+    y = sw.move(x, sw.FileBacked(dtype=F32))
+    assert x_carrier.is_released()
+    g = file_tensor([10.0, 20.0, 0.0, 30.0, 40.0], lay)
+    with sw.profile() as p:
+        y.backward(g)
+    grad = x.grad
+    assert type(grad.carrier) is sw.CPU  # the source carrier's exact class
+    assert grad.carrier is not x_carrier and not grad.carrier.is_released()
+    assert grad.autograd_ctx is None  # detached
+    assert grad.layout == lay  # source layout: it is injective
+    assert values(grad) == [10.0, 20.0, 30.0, 40.0]
+    # The gradient came back through the captured reverse route, and the
+    # caller's cotangent was neither released nor changed.
+    impls = [e.implementation_type for e in p.events() if e.name == "move.complete"]
+    assert impls == [sw.FileBackedToCpuMoveOperation]
+    assert not g.carrier.is_released() and values(g) == [10.0, 20.0, 30.0, 40.0]
+
+
+def test_gradient_flows_through_ops_and_moves():
+    x = cpu_tensor([1.0, 2.0, 3.0])
+    z = sw.mul(x, 2.0)
+    y = sw.move(z, sw.FileBacked(dtype=F32))
+    back = sw.move(y, sw.CPU(3))
+    s = sw.reduce_sum(back)
+    s.backward()
+    assert values(x.grad) == [2.0, 2.0, 2.0]
+    assert type(x.grad.carrier) is sw.CPU
+
+
+def test_reverse_route_is_captured_at_submission():
+    x = cpu_tensor([1.0, 2.0])
+    y = sw.move(x, sw.FileBacked(dtype=F32))
+    assert y.autograd_ctx.inputs() == (x,)
+    g = file_tensor([5.0, 6.0])
+
+    class Other(sw.MoveOperation):
+        used = False
+
+        def _copy(self, tensor, destination, output, element_count):  # pragma: no cover - must not run
+            type(self).used = True
+
+    removed = sw.unregister_move_operation(sw.FileBacked, sw.CPU)
+    try:
+        sw.register_move_operation(sw.FileBacked, sw.CPU, Other)
+        y.backward(g)
+    finally:
+        sw.unregister_move_operation(sw.FileBacked, sw.CPU)
+        sw.register_move_operation(sw.FileBacked, sw.CPU, removed)
+    assert not Other.used
+    assert values(x.grad) == [5.0, 6.0]
+
+
+def test_moved_broadcast_view_hands_an_injective_gradient_to_the_broadcast_node():
+    x = cpu_tensor([1.0, 2.0], layout([2, 1], [1, 1]))
+    b = sw.broadcast_to(x, sw.Shape([2, 3]))
+    assert b.layout == layout([2, 3], [1, 0])
+    y = sw.move(b, sw.CPU(2))
+    assert y.layout == b.layout
+    node = y.autograd_ctx
+    g = cpu_tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], canonical([2, 3]))
+    (direct,) = node.backward(g)
+    assert direct.layout == canonical([2, 3])  # canonical: the source is not injective
+    assert values(direct) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    y.backward(g, retain_graph=True)
+    assert values(x.grad) == [1.0 + 3.0 + 5.0, 2.0 + 4.0 + 6.0]
+
+
+def test_reject_a_non_injective_cotangent():
+    x = cpu_tensor([1.0, 2.0])
+    y = sw.move(x, sw.CPU(2))
+    node = y.autograd_ctx
+    stride0 = cpu_tensor([1.0], layout([2], [0]))
+    with pytest.raises(ValueError, match="injective"):
+        node.backward(stride0)
+
+
+def test_backward_cotangent_checks():
+    x = cpu_tensor([1.0, 2.0])
+    y = sw.move(x, sw.CPU(2))
+    node = y.autograd_ctx
+    with pytest.raises(TypeError, match="Tensor"):
+        node.backward([1.0, 2.0])
+    with pytest.raises(ValueError, match="shape"):
+        node.backward(cpu_tensor([1.0, 2.0, 3.0]))
+    dead = cpu_tensor([1.0, 2.0])
+    dead.carrier.release()
+    with pytest.raises(RuntimeError, match="released"):
+        node.backward(dead)
+    with pytest.raises(TypeError):
+        node.backward()
+    with pytest.raises(TypeError):
+        node.backward(cpu_tensor([1.0, 2.0]), cpu_tensor([1.0, 2.0]))
+    (ok,) = node.backward(cpu_tensor([3.0, 4.0]))
+    assert values(ok) == [3.0, 4.0] and type(ok.carrier) is sw.CPU
+
+
+def test_backward_of_an_unused_operation():
+    with pytest.raises(RuntimeError, match="has not recorded"):
+        sw.ElementwiseMoveOperation().backward(cpu_tensor([1.0]))
+
+
+def test_generic_source_gets_a_generic_gradient():
+    x = sw.Tensor(sw.Generic([1.0, 2.0], dtype=F32), 0, canonical([2]))
+    y = sw.move(x, sw.CPU(2))
+    y.backward(cpu_tensor([7.0, 8.0]))
+    assert type(x.grad.carrier) is sw.Generic
+    assert values(x.grad) == [7.0, 8.0]
+
+
+def test_differentiable_move_from_a_worker_wait():
+    h = sw.move_async(cpu_tensor([1.0, 2.0]), sw.FileBacked(dtype=F32))
+    y = h.wait(timeout=WAIT)
+    assert isinstance(y.autograd_ctx, sw.CpuToFileBackedMoveOperation)
+
+
+@pytest.mark.skipif(not hasattr(sw, "register_carrier_definition"),
+                    reason="one-way routes need CarrierDefinition (carrier-extension issue, extension.cpp)")
+def test_reject_a_differentiable_one_way_route_early():
+    from strideweave.carriers.extension import (CarrierDefinition, PreparedTransfer, StorageProvider,
+                                                TransferProvider, TransferRoute)
+
+    submitted = []
+
+    class OneWay(sw.Carrier):
+        pass
+
+    def prepare(request):
+        return PreparedTransfer(lambda: submitted.append(1))
+
+    store = {}
+    storage = StorageProvider(lambda c, d: True, lambda c: len(store.get(id(c), [])),
+                              lambda c, n: store.__setitem__(id(c), [0.0] * n), lambda c: None,
+                              lambda c, i: store[id(c)][i], lambda c, i, v: None)
+    route = TransferRoute(OneWay, sw.CPU, "one-way", TransferProvider(prepare))
+    sw.register_carrier_definition(OneWay, CarrierDefinition(storage, (route,)))
+    src = OneWay(2, dtype=F32)
+    with pytest.raises(NotImplementedError):
+        sw.move_async(sw.Tensor(src, 0, canonical([2])), sw.CPU(2))
+    assert submitted == []
