@@ -468,3 +468,22 @@ def test_nested_operation_events_get_the_outer_parent_and_failures_are_recorded(
     assert inner.parent_id == outer.id
     assert outer.implementation_type is Twice
     assert failed.name == "relu" and failed.succeeded is False
+
+
+def test_multi_subtensor_tensors_rejected_first():
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class Planar(sw.CompoundDType):
+        simple_types = (DType.Float32, DType.Int32)
+
+    lay = Layout.canonical(Shape([2]))
+    t = Tensor._from_representation(TensorRepresentation(
+        Planar(), [Subtensor(DType.Float32, CPU(2), 0, lay), Subtensor(DType.Int32, CPU(2, dtype=DType.Int32), 0, lay)],
+        [lay]))
+    plain = make([1.0, 2.0])
+    for call in (lambda: sw.add(t, plain), lambda: sw.add(plain, t), lambda: sw.mul(t, 2.0), lambda: -t,
+                 lambda: sw.relu(t), lambda: sw.reduce_sum(t), lambda: sw.broadcast_to(t, Shape([2]))):
+        with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor"):
+            call()
+    with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor backward"):
+        t.backward(plain)

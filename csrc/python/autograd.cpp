@@ -36,10 +36,10 @@ bool differentiable(PyObject* t) { return as_tensor(t)->dtype && dtype_is_differ
 PyObject* shape_obj(PyObject* t) { return reinterpret_cast<LayoutObject*>(as_tensor(t)->layout)->shape; }
 
 // Fresh Float32 host storage of like's exact class (CPU or a CPU subclass).
-PyObject* alloc_host_f32(PyObject* like, Py_ssize_t n, float** data) {
+PyObject* alloc_host_f32(PyObject* like, Py_ssize_t n, bool zero, float** data) {
   PyObject* c = Py_TYPE(like) == &CPU_Type
-                    ? cpu_new(n, sw::DTypeCode::Float32, true, false)
-                    : carrier_allocate_like(like, n, true, dtype_singleton(sw::DTypeCode::Float32), false);
+                    ? cpu_new(n, sw::DTypeCode::Float32, true, !zero)
+                    : carrier_allocate_like(like, n, true, dtype_singleton(sw::DTypeCode::Float32), !zero);
   if (!c) return nullptr;
   *data = static_cast<float*>(carrier_host_data(c));
   if (!*data) {
@@ -93,16 +93,27 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
   PyObject* carrier = nullptr;
   if (host) {
     float* out;
-    carrier = alloc_host_f32(like, cos, &out);
+    // One or two contributions are exact in binary32 (a copy, one rounded
+    // sum); more accumulate in double and round once.
+    const bool direct = grads.size() <= 2;
+    carrier = alloc_host_f32(like, cos, direct && cos != gl.size(), &out);
     if (!carrier) return nullptr;
+    auto ptr = [](PyObject* g) {
+      TensorObject* t = as_tensor(g);
+      return static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset;
+    };
+    auto leaves = [](PyObject* g) -> const K::Leaves& { return layout_of(as_tensor(g)->layout).leaves(); };
     try {
-      std::vector<double> acc(static_cast<size_t>(cos), 0.0);
-      for (PyObject* g : grads) {
-        TensorObject* t = as_tensor(g);
-        const float* p = static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset;
-        K::sum_into(p, layout_of(t->layout).leaves(), acc.data(), gl.leaves());
+      if (grads.size() == 1) {
+        K::copy(sw::DTypeCode::Float32, ptr(grads[0]), leaves(grads[0]), out, gl.leaves());
+      } else if (grads.size() == 2) {
+        K::add(sw::DTypeCode::Float32, ptr(grads[0]), leaves(grads[0]), ptr(grads[1]), leaves(grads[1]), out,
+               gl.leaves());
+      } else {
+        std::vector<double> acc(static_cast<size_t>(cos), 0.0);
+        for (PyObject* g : grads) K::sum_into(ptr(g), leaves(g), acc.data(), gl.leaves());
+        K::round_to_f32(acc.data(), out, cos);
       }
-      K::round_to_f32(acc.data(), out, cos);
     } catch (const std::bad_alloc&) {
       Py_DECREF(carrier);
       return PyErr_NoMemory();

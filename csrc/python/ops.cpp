@@ -356,12 +356,19 @@ PyObject* reduce_to(const Operand& g, PyObject* xt, const char* op) {
   PyObject* lobj = (gl == xl) ? as_tensor(xt)->layout : nullptr;
   const int64_t cos = gl.cosize();
   if (g.host_f32()) {
+    bool reduce = false;
+    for (size_t d = 0; d < lo.size(); ++d)
+      if (lo[d].stride == 0 && lo[d].extent > 1) reduce = true;
     void* out;
-    PyObject* c = alloc_host(g.carrier, cos, DTypeCode::Float32, false, &out);
+    PyObject* c = alloc_host(g.carrier, cos, DTypeCode::Float32, !reduce && cos != gl.size(), &out);
     if (!c) return nullptr;
     if (guarded(op, [&] {
-          K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out),
-                                    lo, cos);
+          // A plain relayout copies; only broadcast leaves need the summing pass.
+          if (reduce)
+            K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out),
+                                      lo, cos);
+          else
+            K::copy(DTypeCode::Float32, g.at(), g.L().leaves(), out, lo);
         }) < 0) {
       Py_DECREF(c);
       return nullptr;
@@ -630,7 +637,7 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
       if (sd == -1.0 && PyErr_Occurred()) return nullptr;
     }
     void* out;
-    PyObject* c = alloc_host(g.carrier, cos, DTypeCode::Float32, true, &out);
+    PyObject* c = alloc_host(g.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out);
     if (!c) return nullptr;
     if (guarded("mul", [&] {
           const float* gp = static_cast<const float*>(g.at());
@@ -781,7 +788,7 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
   const int64_t cos = gl.cosize();
   if (go.host_f32() && xo.host_f32()) {
     void* out;
-    PyObject* c = alloc_host(go.carrier, cos, DTypeCode::Float32, true, &out);
+    PyObject* c = alloc_host(go.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out);
     if (!c) return nullptr;
     if (guarded("relu", [&] {
           K::relu_backward(static_cast<const float*>(go.at()), go.L().leaves(), static_cast<const float*>(xo.at()),
@@ -890,7 +897,7 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   for (const auto& m : gl.leaves()) fill.push_back({m.extent, 0});
   if (go.host_f32()) {
     void* out;
-    PyObject* c = alloc_host(go.carrier, cos, DTypeCode::Float32, true, &out);
+    PyObject* c = alloc_host(go.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out);
     if (!c) return nullptr;
     if (guarded("reduce_sum", [&] {
           K::copy(DTypeCode::Float32, static_cast<const float*>(go.at()) + g0, fill, out, gl.leaves());
