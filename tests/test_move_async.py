@@ -313,3 +313,39 @@ def test_grad_mode_is_thread_local_in_hooks(held):
         assert sw.is_grad_enabled()
         sw.move(cpu_tensor([1.0]), SrcCPU(1))
     assert seen == [False] and sw.is_grad_enabled()
+
+
+def test_pending_move_completes_at_interpreter_exit(tmp_path):
+    """A handle dropped just before exit is neither cancelled nor left
+    half-done: exit waits for the terminal commit."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    marker = tmp_path / "done.txt"
+    script = textwrap.dedent(f"""
+        import threading
+        import strideweave as sw
+
+        gate = threading.Event()
+
+        class Slow(sw.ElementwiseMoveOperation):
+            def _copy(self, tensor, destination, output, element_count):
+                assert gate.wait(10)
+                super()._copy(tensor, destination, output, element_count)
+                open({str(marker)!r}, "w").write(str(output[0]))
+
+        class Src(sw.CPU):
+            pass
+
+        sw.register_move_operation(Src, sw.CPU, Slow)
+        c = Src(1)
+        c[0] = 7.0
+        sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1))
+        threading.Timer(0.2, gate.set).start()
+    """)
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert marker.read_text() == "7.0"

@@ -116,7 +116,7 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
 PyMethodDef Await_methods[] = {
     {"wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Await_wait)),
      METH_VARARGS | METH_KEYWORDS,
-     "wait(timeout=None)\n--\n\nBlock (with the GIL released) until the terminal outcome is recorded, then return "
+     "wait($self, /, timeout=None)\n--\n\nBlock (with the GIL released) until the terminal outcome is recorded, then return "
      "the result or raise the recorded exception: the same object on every call, from any thread. timeout (an "
      "extension) raises TimeoutError when it passes first; the operation itself continues."},
     {nullptr, nullptr, 0, nullptr}};

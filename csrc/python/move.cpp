@@ -14,12 +14,12 @@
 // write), record move.complete, then mark the handle done. A failure leaves
 // the source live and unchanged and publishes nothing.
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <functional>
-#include <mutex>
 #include <new>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "file_io.hpp"
@@ -45,22 +45,13 @@ MoveOperationObject* as_move_op(PyObject* o) { return reinterpret_cast<MoveOpera
 
 // ------------------------------------------------------------ in-flight moves
 // Counted so interpreter exit can wait for pending moves (a dropped handle
-// still completes) before the runtime they need is torn down.
-std::mutex g_flight_m;
-std::condition_variable g_flight_cv;
-size_t g_in_flight = 0;
+// still completes) while the runtime they need is alive. A plain atomic (no
+// lock) so a forked child can simply reset it: its parent's jobs never run
+// there.
+std::atomic<size_t> g_in_flight{0};
 
-void flight_begin() {
-  std::lock_guard<std::mutex> lk(g_flight_m);
-  ++g_in_flight;
-}
-void flight_end() {
-  {
-    std::lock_guard<std::mutex> lk(g_flight_m);
-    --g_in_flight;
-  }
-  g_flight_cv.notify_all();
-}
+void flight_begin() { g_in_flight.fetch_add(1); }
+void flight_end() { g_in_flight.fetch_sub(1); }
 
 bool interpreter_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -1152,27 +1143,33 @@ PyObject* mod_registered(PyObject*, PyObject* args, PyObject* kwargs) {
 }
 
 // atexit: let in-flight moves reach their terminal commit (a dropped handle
-// still completes) while the runtime they need is still alive.
+// still completes) while the runtime they need is still alive. Exit is rare
+// and short, so polling keeps this free of locks a fork could orphan.
 PyObject* mod_drain(PyObject*, PyObject*) {
-  Py_BEGIN_ALLOW_THREADS
-  std::unique_lock<std::mutex> lk(g_flight_m);
-  g_flight_cv.wait(lk, [] { return g_in_flight == 0; });
-  Py_END_ALLOW_THREADS
+  while (g_in_flight.load() != 0) {
+    Py_BEGIN_ALLOW_THREADS
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Py_END_ALLOW_THREADS
+  }
   Py_RETURN_NONE;
 }
 
-PyObject* mod_in_flight(PyObject*, PyObject*) {
-  std::lock_guard<std::mutex> lk(g_flight_m);
-  return PyLong_FromSize_t(g_in_flight);
+PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(g_in_flight.load()); }
+
+// os.register_at_fork(after_in_child=...): the parent's pending moves do not
+// exist in the child.
+PyObject* mod_after_fork_child(PyObject*, PyObject*) {
+  g_in_flight.store(0);
+  Py_RETURN_NONE;
 }
 
 PyMethodDef module_methods[] = {
     {"move_async", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_move_async)),
      METH_VARARGS | METH_KEYWORDS,
-     "move_async(tensor, destination) -> AwaitMove\n--\n\nValidate, initiate one move into destination and return "
+     "move_async(tensor, destination)\n--\n\nValidate, initiate one move into destination and return "
      "its handle without waiting for the transfer."},
     {"move", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_move)), METH_VARARGS | METH_KEYWORDS,
-     "move(tensor, destination) -> Tensor\n--\n\nmove_async(tensor, destination).wait(): the moved Tensor, backed "
+     "move(tensor, destination)\n--\n\nmove_async(tensor, destination).wait(): the moved Tensor, backed "
      "by destination at offset 0 with the same Layout; the source carrier is released."},
     {"dispatch_move", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_dispatch_move)),
      METH_VARARGS | METH_KEYWORDS,
@@ -1192,6 +1189,7 @@ PyMethodDef module_methods[] = {
      "registers the exact pair on entry (yielding operation_class) and unregisters it on exit."},
     {"_drain_moves", mod_drain, METH_NOARGS, "Block until every in-flight move has completed (used at exit)."},
     {"_moves_in_flight", mod_in_flight, METH_NOARGS, "Number of moves submitted and not yet completed."},
+    {"_moves_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's pending moves."},
     {nullptr, nullptr, 0, nullptr}};
 
 int set_pins(PyTypeObject* op, PyTypeObject* src, PyTypeObject* dst) {
@@ -1308,6 +1306,20 @@ int move_module_init(PyObject* module) {
   Py_DECREF(atexit);
   if (!r) return -1;
   Py_DECREF(r);
+  PyObject* os = PyImport_ImportModule("os");
+  if (!os) return -1;
+  PyObject* child = PyObject_GetAttrString(module, "_moves_after_fork_child");
+  PyObject* reg = child ? PyObject_GetAttrString(os, "register_at_fork") : nullptr;
+  PyObject* kw = reg ? Py_BuildValue("{s:O}", "after_in_child", child) : nullptr;
+  PyObject* no_args = kw ? PyTuple_New(0) : nullptr;
+  PyObject* r2 = no_args ? PyObject_Call(reg, no_args, kw) : nullptr;
+  Py_XDECREF(no_args);
+  Py_XDECREF(kw);
+  Py_XDECREF(reg);
+  Py_XDECREF(child);
+  Py_DECREF(os);
+  if (!r2) return -1;
+  Py_DECREF(r2);
   return 0;
 }
 
