@@ -1,0 +1,306 @@
+"""Headline comparisons against NumPy, side by side in one process.
+
+    python benchmarks/compare.py [--repeat N] [--mib M] [--quick]
+    STRIDEWEAVE_BUILD=build-x python benchmarks/compare.py   # a meson build dir
+
+Each case times StrideWeave and its NumPy counterpart alternately (so drift
+hits both alike) with time.perf_counter_ns and prints the medians and the
+ratio StrideWeave / NumPy (lower is better; "target" is the issue's bound).
+
+Cases
+  export      t.__dlpack__() and t.__dlpack__(max_version=(1, 0)) vs
+              ndarray.__dlpack__ on a 32x32 float32 array (as bench_dlpack.py);
+              per-call time of a batch of calls, capsule dropped each call
+  import      np.from_dlpack(t) vs np.from_dlpack(ndarray)
+  move        CPU->CPU of a 256 MiB span, contiguous and strided (every other
+              slot), vs np.copyto on the same views. Both destinations are
+              already faulted in; each move gets a fresh filled source
+              (built outside the timing: a move consumes its source)
+  file        CPU->FileBacked, FileBacked->CPU and the round trip vs
+              ndarray.tofile, np.fromfile and both (fresh, unfaulted
+              destination on both sides, as np.fromfile allocates)
+  async       move_async return latency at 4 KiB and 256 MiB (the copy is not
+              waited for), as a fraction of the blocking move
+  progress    iterations/s a pure-Python loop in a second thread completes
+              while the main thread waits on a 256 MiB async move, vs idle;
+              np.copyto of the same size on the main thread for reference
+"""
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+if os.environ.get("STRIDEWEAVE_BUILD"):
+    # Development build: the package sources live at the repository root.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import strideweave as sw  # noqa: E402
+
+F32 = sw.DType.Float32
+ns = time.perf_counter_ns
+
+
+def fmt(t_ns):
+    if t_ns is None:
+        return "-"
+    if t_ns < 1e3:
+        return f"{t_ns:.0f} ns"
+    if t_ns < 1e6:
+        return f"{t_ns / 1e3:.2f} us"
+    if t_ns < 1e9:
+        return f"{t_ns / 1e6:.2f} ms"
+    return f"{t_ns / 1e9:.3f} s"
+
+
+def cpu_filled(n, lay=None):
+    lay = lay or sw.Layout(sw.Shape(n), sw.Stride(1))
+    c = sw.CPU(n, empty=True)
+    flat = sw.Tensor(c, 0, sw.Layout(sw.Shape(n), sw.Stride(1)))
+    np.from_dlpack(flat)[:] = np.arange(n, dtype=np.float32)  # faults the pages in
+    return sw.Tensor(c, 0, lay)
+
+
+def batch_pair(ours, theirs, number, repeat):
+    """Medians of per-call times over `repeat` interleaved batches."""
+    so, st = [], []
+    for _ in range(repeat):
+        t0 = ns()
+        for _ in range(number):
+            ours()
+        t1 = ns()
+        for _ in range(number):
+            theirs()
+        t2 = ns()
+        so.append((t1 - t0) / number)
+        st.append((t2 - t1) / number)
+    return statistics.median(so), statistics.median(st)
+
+
+def single_pair(prepare_ours, ours, prepare_theirs, theirs, repeat):
+    """Medians over `repeat` interleaved single calls, each after its own
+    untimed preparation (the prepared state is passed to the call)."""
+    so, st = [], []
+    for _ in range(repeat):
+        a = prepare_ours()
+        t0 = ns()
+        ours(a)
+        so.append(ns() - t0)
+        del a
+        b = prepare_theirs()
+        t0 = ns()
+        theirs(b)
+        st.append(ns() - t0)
+        del b
+    return statistics.median(so), statistics.median(st)
+
+
+def live_progress(run, window_ns=None):
+    """Iterations per second of a pure-Python counting loop in a second
+    thread while `run()` executes on this thread (None: sleep window_ns).
+    The spinner publishes its count every 1024 steps, so only iterations
+    inside the measured window are counted."""
+    cell = [0]
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def spin():
+        n = 0
+        ready.set()
+        while not stop.is_set():
+            n += 1
+            if not n & 1023:
+                cell[0] = n
+
+    th = threading.Thread(target=spin)
+    th.start()
+    ready.wait()
+    time.sleep(0.05)
+    c0, t0 = cell[0], ns()
+    if run is None:
+        time.sleep(window_ns / 1e9)
+    else:
+        run()
+    c1, t1 = cell[0], ns()
+    stop.set()
+    th.join()
+    return (c1 - c0) / ((t1 - t0) / 1e9), t1 - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=9, help="samples per large case (median taken)")
+    ap.add_argument("--mib", type=int, default=256, help="size of the large cases in MiB")
+    ap.add_argument("--quick", action="store_true", help="3 samples, fewer export calls")
+    args = ap.parse_args(argv)
+    rep = 3 if args.quick else args.repeat
+    small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
+    n = args.mib * 1024 * 1024 // 4
+    small_n = 1024  # 4 KiB
+    label = f"{args.mib} MiB"
+    rows = []  # (case, ours_ns, numpy_ns or None, ratio text, target text)
+
+    def add(case, ours, theirs, target=None, ratio=None):
+        r = ratio if ratio is not None else (f"{ours / theirs:.3f}" if theirs else "-")
+        rows.append((case, fmt(ours), fmt(theirs), r, target or ""))
+
+    # ---------------------------------------------------------- export/import
+    rows_, cols = 32, 32
+    t = sw.Tensor(sw.CPU(rows_ * cols), 0, sw.Layout(sw.Shape([rows_, cols]), sw.Stride([cols, 1])))
+    a = np.zeros((rows_, cols), dtype=np.float32)
+    mv = (1, 0)
+    for _ in range(2000):  # warm both paths
+        t.__dlpack__(), a.__dlpack__(), np.from_dlpack(t), np.from_dlpack(a)
+    o, p = batch_pair(lambda: t.__dlpack__(), lambda: a.__dlpack__(), small_number, small_repeat)
+    add("t.__dlpack__()  vs ndarray.__dlpack__()", o, p, "<= 1.0")
+    o, p = batch_pair(lambda: t.__dlpack__(max_version=mv), lambda: a.__dlpack__(max_version=mv),
+                      small_number, small_repeat)
+    add("t.__dlpack__(max_version=(1,0))  vs ndarray", o, p, "<= 1.0")
+    o, p = batch_pair(lambda: np.from_dlpack(t), lambda: np.from_dlpack(a), small_number, small_repeat)
+    add("np.from_dlpack(t)  vs np.from_dlpack(ndarray)", o, p, "<= 1.1")
+
+    # ---------------------------------------------------------- CPU -> CPU
+    contiguous = sw.Layout(sw.Shape(n), sw.Stride(1))
+    strided = sw.Layout(sw.Shape(n // 2), sw.Stride(2))
+    for name, lay, step in (("contiguous", contiguous, 1), ("strided", strided, 2)):
+        src = np.arange(n, dtype=np.float32)
+        dst = np.zeros(n, dtype=np.float32)
+        sv, dv = src[: lay.cosize : step], dst[: lay.cosize : step]
+
+        def prep_ours(lay=lay):
+            return cpu_filled(lay.cosize, lay), sw.CPU(lay.cosize)  # zero-filled: faulted in
+
+        o, p = single_pair(prep_ours, lambda td: sw.move(td[0], td[1]),
+                           lambda: None, lambda _: np.copyto(dv, sv), rep)
+        add(f"move CPU->CPU {name} {label}  vs np.copyto", o, p)
+        del src, dst, sv, dv
+
+    # ---------------------------------------------------------- file round trip
+    fd, path = tempfile.mkstemp(prefix="sw-compare-", suffix=".bin")
+    os.close(fd)
+    try:
+        src = np.arange(n, dtype=np.float32)
+        w_o, w_p, r_o, r_p, rt_o, rt_p = [], [], [], [], [], []
+        for _ in range(rep):
+            tt = cpu_filled(n)
+            t0 = ns()
+            f = sw.move(tt, sw.FileBacked(dtype=F32))
+            t1 = ns()
+            back = sw.move(f, sw.CPU(n, empty=True))
+            t2 = ns()
+            w_o.append(t1 - t0)
+            r_o.append(t2 - t1)
+            rt_o.append(t2 - t0)
+            assert back[n - 1] == float(n - 1)
+            del tt, f, back
+            t0 = ns()
+            src.tofile(path)
+            t1 = ns()
+            arr = np.fromfile(path, dtype=np.float32)
+            t2 = ns()
+            w_p.append(t1 - t0)
+            r_p.append(t2 - t1)
+            rt_p.append(t2 - t0)
+            del arr
+        med = statistics.median
+        add(f"move CPU->FileBacked {label}  vs ndarray.tofile", med(w_o), med(w_p))
+        add(f"move FileBacked->CPU {label}  vs np.fromfile", med(r_o), med(r_p))
+        add(f"CPU->FileBacked->CPU {label}  vs tofile+fromfile", med(rt_o), med(rt_p))
+        del src
+    finally:
+        os.unlink(path)
+
+    # ---------------------------------------------------------- move_async latency
+    for size_name, m in (("4 KiB", small_n), (label, n)):
+        ret, full = [], []
+        samples = max(rep, 25) if m == small_n else rep
+        for _ in range(samples):
+            tt, d = cpu_filled(m), sw.CPU(m)
+            t0 = ns()
+            h = sw.move_async(tt, d)
+            t1 = ns()
+            h.wait(timeout=120)
+            t2 = ns()
+            ret.append(t1 - t0)
+            full.append(t2 - t0)
+        r, fl = statistics.median(ret), statistics.median(full)
+        rows.append((f"move_async return latency CPU->CPU {size_name}", fmt(r), "-",
+                     f"{r / fl:.3f} of move", f"move: {fmt(fl)}"))
+    for size_name, m in (("4 KiB", small_n), (label, n)):
+        ret = []
+        samples = max(rep, 25) if m == small_n else rep
+        for _ in range(samples):
+            tt = cpu_filled(m)
+            t0 = ns()
+            h = sw.move_async(tt, sw.FileBacked(dtype=F32))
+            t1 = ns()
+            h.wait(timeout=120)
+            ret.append(t1 - t0)
+            del h
+        rows.append((f"move_async return latency CPU->FileBacked {size_name}", fmt(statistics.median(ret)),
+                     "-", "-", ""))
+
+    # ---------------------------------------------------------- thread progress
+    progress = []
+    for kind in ("CPU->CPU", "CPU->FileBacked"):
+        idle_r, busy_r = [], []
+        for _ in range(rep):
+            tt = cpu_filled(n)
+            d = sw.CPU(n) if kind == "CPU->CPU" else sw.FileBacked(dtype=F32)
+            busy, window = live_progress(lambda: sw.move_async(tt, d).wait(timeout=120))
+            idle, _ = live_progress(None, window)
+            busy_r.append(busy)
+            idle_r.append(idle)
+            del tt, d
+        b, i = statistics.median(busy_r), statistics.median(idle_r)
+        progress.append((f"Python-thread progress during move_async {kind} {label}", b, i))
+    src = np.arange(n, dtype=np.float32)
+    dst = np.zeros(n, dtype=np.float32)
+    idle_r, busy_r = [], []
+    for _ in range(rep):
+        busy, window = live_progress(lambda: np.copyto(dst, src))
+        idle, _ = live_progress(None, window)
+        busy_r.append(busy)
+        idle_r.append(idle)
+    progress.append((f"Python-thread progress during np.copyto {label} (ref)",
+                     statistics.median(busy_r), statistics.median(idle_r)))
+    del src, dst
+
+    # ---------------------------------------------------------- report
+    print(f"StrideWeave compare.py  {datetime.datetime.now().isoformat(timespec='seconds')}")
+    print(f"machine: {platform.machine()} {cpu_model()} ({os.cpu_count()} CPUs), {platform.system()} "
+          f"{platform.release()}")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, strideweave {sw.__version__}"
+          f" ({os.environ.get('STRIDEWEAVE_BUILD') or 'installed'}), samples: {rep} large,"
+          f" {small_repeat}x{small_number} small")
+    w = max(len(r[0]) for r in rows) + 2
+    print(f"{'case':{w}s} {'strideweave':>12s} {'numpy':>12s} {'ratio':>16s}  target")
+    for case, o, p, r, tg in rows:
+        print(f"{case:{w}s} {o:>12s} {p:>12s} {r:>16s}  {tg}")
+    print()
+    print(f"{'thread progress (iterations/s of a 2nd Python thread)':{w}s} {'busy':>12s} {'idle':>12s} "
+          f"{'busy/idle':>16s}")
+    for case, b, i in progress:
+        print(f"{case:{w}s} {b / 1e6:10.2f} M {i / 1e6:10.2f} M {b / i:16.3f}")
+    return 0
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
