@@ -349,3 +349,20 @@ def test_pending_move_completes_at_interpreter_exit(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "7.0"
+
+
+def test_moves_do_not_leak_objects():
+    def once():
+        h = sw.move_async(cpu_tensor([1.0, 2.0]), sw.FileBacked(dtype=sw.DType.Float32))
+        sw.move(h.wait(timeout=WAIT), sw.CPU(2))
+        with pytest.raises(ValueError):
+            sw.move(cpu_tensor([1.0, 2.0]), sw.CPU(1))
+
+    for _ in range(50):
+        once()
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(300):
+        once()
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50

@@ -175,3 +175,16 @@ def test_reject_a_differentiable_one_way_route_early():
     with pytest.raises(NotImplementedError):
         sw.move_async(sw.Tensor(src, 0, canonical([2])), sw.CPU(2))
     assert submitted == []
+
+
+@pytest.mark.parametrize("dest_factory", [lambda: sw.CPU(4), lambda: sw.FileBacked(dtype=F32),
+                                          lambda: sw.Generic([0.0] * 4, dtype=F32)])
+def test_backward_relayouts_a_differently_laid_out_cotangent(dest_factory):
+    lay = layout([2, 2], [2, 1])  # row-major
+    x = cpu_tensor([1.0, 2.0, 3.0, 4.0], lay)
+    y = sw.move(x, dest_factory())
+    g = cpu_tensor([10.0, 20.0, 30.0, 40.0], canonical([2, 2]))  # column-major, same shape
+    (grad,) = y.autograd_ctx.backward(g)
+    assert grad.layout == lay and type(grad.carrier) is sw.CPU
+    assert values(grad) == [10.0, 20.0, 30.0, 40.0]  # logical order is kept
+    assert [grad.carrier[i] for i in range(4)] == [10.0, 30.0, 20.0, 40.0]
