@@ -268,18 +268,27 @@ int check_op_class(PyObject* op) {
   return -1;
 }
 
-int registry_add(PyTypeObject* src, PyTypeObject* dst, PyObject* op) {
+// ValueError naming both classes (and the holder) when the exact pair has an
+// entry; 0 when it is free.
+int check_free(PyTypeObject* src, PyTypeObject* dst) {
   PyObject* key = pair_key(src, dst);
   if (!key) return -1;
   PyObject* existing = PyDict_GetItemWithError(g_registry, key);
-  int rc = -1;
+  Py_DECREF(key);
   if (existing) {
     PyErr_Format(PyExc_ValueError,
                  "a move operation is already registered for (%s, %s): %s; unregister it first", tname(src),
                  tname(dst), tname(reinterpret_cast<PyTypeObject*>(existing)));
-  } else if (!PyErr_Occurred()) {
-    rc = PyDict_SetItem(g_registry, key, op);
+    return -1;
   }
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+int registry_add(PyTypeObject* src, PyTypeObject* dst, PyObject* op) {
+  if (check_free(src, dst) < 0) return -1;
+  PyObject* key = pair_key(src, dst);
+  if (!key) return -1;
+  int rc = PyDict_SetItem(g_registry, key, op);
   Py_DECREF(key);
   return rc;
 }
@@ -1120,18 +1129,7 @@ PyObject* mod_registered(PyObject*, PyObject* args, PyObject* kwargs) {
       check_op_class(op) < 0 || check_pair(src, dst) < 0)
     return nullptr;
   // Duplicates are rejected now too, so a bad block fails before it starts.
-  PyObject* key = pair_key(reinterpret_cast<PyTypeObject*>(src), reinterpret_cast<PyTypeObject*>(dst));
-  if (!key) return nullptr;
-  PyObject* existing = PyDict_GetItemWithError(g_registry, key);
-  Py_DECREF(key);
-  if (existing) {
-    PyErr_Format(PyExc_ValueError,
-                 "a move operation is already registered for (%s, %s): %s; unregister it first",
-                 tname(reinterpret_cast<PyTypeObject*>(src)), tname(reinterpret_cast<PyTypeObject*>(dst)),
-                 tname(reinterpret_cast<PyTypeObject*>(existing)));
-    return nullptr;
-  }
-  if (PyErr_Occurred()) return nullptr;
+  if (check_free(reinterpret_cast<PyTypeObject*>(src), reinterpret_cast<PyTypeObject*>(dst)) < 0) return nullptr;
   PyObject* self = ScopedReg_Type.tp_alloc(&ScopedReg_Type, 0);
   if (!self) return nullptr;
   ScopedRegObject* s = as_scoped(self);
