@@ -197,7 +197,7 @@ def main(argv=None):
             w_o.append(t1 - t0)
             r_o.append(t2 - t1)
             rt_o.append(t2 - t0)
-            assert back[n - 1] == float(n - 1)
+            assert back[n - 1] == float(np.float32(n - 1))
             del tt, f, back
             t0 = ns()
             src.tofile(path)
