@@ -17,6 +17,8 @@ import pytest
 pytest.importorskip("numpy")
 if not sys.platform.startswith("linux"):
     pytest.skip("reads /proc/self/status", allow_module_level=True)
+if os.environ.get("STRIDEWEAVE_SANITIZED"):
+    pytest.skip("RSS bounds do not apply under ASan (quarantine, shadow memory)", allow_module_level=True)
 
 MIB = 1024 * 1024
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
