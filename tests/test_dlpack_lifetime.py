@@ -158,12 +158,19 @@ def test_do_not_outlive_released_storage_on_move():
     src = t.carrier
     old_ptr = src.pointer()
     cap = t.__dlpack__(max_version=(1, 0))
-    moved = sw.move(t, sw.CPU(0))  # succeeds while the capsule is outstanding
-    assert src.is_released()
-    assert values(moved) == [1.0, 2.0, 3.0]
-    assert inspect(cap)["data"] == old_ptr
-    assert moved.carrier.pointer() != old_ptr or src.pointer() == 0
+    dest = sw.CPU(3)
+    moved = sw.move(t, dest)  # succeeds while the capsule is outstanding
+    assert src.is_released() and src.pointer() == 0
+    assert moved.carrier is dest and values(moved) == [1.0, 2.0, 3.0]
+    # The capsule still names the source storage, which nobody holds now.
+    assert inspect(cap)["data"] == old_ptr != dest.pointer()
+    ref = weakref.ref(t)
+    del t, moved  # the move's autograd node also references the source
+    gc.collect()
+    assert ref() is not None  # the capsule keeps the (released) tensor alive
     del cap
+    gc.collect()
+    assert ref() is None
 
 
 # --------------------------------------------- deleter off the GIL

@@ -6,6 +6,8 @@
 // The engine (dlpack_export.cpp) builds the managed tensor in one malloc'd
 // block; this file only decides what goes in it and owns the Python side of
 // its lifetime.
+#include <cstring>
+
 #include "sw.hpp"
 
 #include "dlpack_export.hpp"
@@ -48,34 +50,60 @@ bool interpreter_alive() {
 void release_tensor_ref(void* owner) noexcept {
   if (!owner || !interpreter_alive()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
+  if (!PyErr_Occurred()) {
+    Py_DECREF(static_cast<PyObject*>(owner));
+  } else {
 #if PY_VERSION_HEX >= 0x030C0000
-  PyObject* pending = PyErr_GetRaisedException();
-  Py_DECREF(static_cast<PyObject*>(owner));
-  PyErr_SetRaisedException(pending);
+    PyObject* pending = PyErr_GetRaisedException();
+    Py_DECREF(static_cast<PyObject*>(owner));
+    PyErr_SetRaisedException(pending);
 #else
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  Py_DECREF(static_cast<PyObject*>(owner));
-  PyErr_Restore(type, value, traceback);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    Py_DECREF(static_cast<PyObject*>(owner));
+    PyErr_Restore(type, value, traceback);
 #endif
+  }
   PyGILState_Release(gil);
 }
 
 // --------------------------------------------------------- capsule destructors
 
 // A consumer that takes ownership renames the capsule to used_dltensor[...]
-// and calls the deleter itself; then IsValid fails on the original name and
-// there is nothing left for us to do. IsValid sets no exception.
+// and calls the deleter itself; then there is nothing left for us to do. The
+// managed tensor is also stored as the capsule's context, so the common case
+// (our own name pointer, unconsumed) costs no string compare.
+bool still_ours(PyObject* capsule, const char* ours) {
+  const char* name = PyCapsule_GetName(capsule);  // our capsule: never fails
+  return name == ours || (name && std::strcmp(name, ours) == 0);
+}
+
 void legacy_capsule_destructor(PyObject* capsule) {
-  if (!PyCapsule_IsValid(capsule, kLegacyName)) return;
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kLegacyName));
+  if (!still_ours(capsule, kLegacyName)) return;
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetContext(capsule));
   if (m && m->deleter) m->deleter(m);
 }
 
 void versioned_capsule_destructor(PyObject* capsule) {
-  if (!PyCapsule_IsValid(capsule, kVersionedName)) return;
-  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
+  if (!still_ours(capsule, kVersionedName)) return;
+  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetContext(capsule));
   if (m && m->deleter) m->deleter(m);
+}
+
+// Wraps a managed tensor in a capsule, or runs its deleter and returns NULL.
+template <class M>
+PyObject* wrap(M* m, const char* name, PyCapsule_Destructor destructor) {
+  PyObject* capsule = PyCapsule_New(m, name, destructor);
+  if (!capsule || PyCapsule_SetContext(capsule, m) < 0) {
+    if (capsule) {
+      // Not yet visible to anyone: detach the destructor, then free below.
+      PyCapsule_SetDestructor(capsule, nullptr);
+      Py_DECREF(capsule);
+    }
+    m->deleter(m);
+    return nullptr;
+  }
+  return capsule;
 }
 
 // ------------------------------------------------------ argument conversions
@@ -212,55 +240,95 @@ PyObject* device_tuple(const Device& d) { return Py_BuildValue("(ii)", d.type, d
 
 bool is_none(PyObject* o) { return !o || o == Py_None; }
 
-// Parses (stream=None, *, max_version=None, dl_device=None, copy=None) by
-// hand: the common calls (no arguments, one keyword) then cost a few pointer
-// compares instead of a generic parser. Borrowed references out.
-int parse_args(PyObject* args, PyObject* kwargs, PyObject** stream, PyObject** max_version,
-               PyObject** dl_device, PyObject** copy) {
-  Py_ssize_t nargs = args ? PyTuple_GET_SIZE(args) : 0;
-  if (nargs > 1) {
-    PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)", nargs);
+// The four __dlpack__ inputs, borrowed; NULL when not given.
+struct ExportArgs {
+  PyObject* stream = nullptr;
+  PyObject* max_version = nullptr;
+  PyObject* dl_device = nullptr;
+  PyObject* copy = nullptr;
+};
+
+// Binds one keyword argument. Interned names hit the pointer compare; other
+// equal strings fall back to a full compare. -1 with TypeError for an
+// unknown name or a stream given twice.
+// Slot for an interned keyword name (what the compiler passes), or NULL.
+inline PyObject** slot_for(PyObject* key, ExportArgs* a) {
+  if (key == s_max_version) return &a->max_version;
+  if (key == s_dl_device) return &a->dl_device;
+  if (key == s_copy) return &a->copy;
+  if (key == s_stream) return &a->stream;
+  return nullptr;
+}
+
+int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportArgs* a) {
+  PyObject** slot = slot_for(key, a);
+  if (!slot && PyUnicode_Check(key)) {
+    // A non-interned but equal string (built at run time).
+    PyObject* names[4] = {s_stream, s_max_version, s_dl_device, s_copy};
+    for (PyObject* n : names)
+      if (!slot && PyUnicode_Compare(key, n) == 0) slot = slot_for(n, a);
+  }
+  if (!slot) {
+    if (PyUnicode_Check(key))
+      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
+    else
+      PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
     return -1;
   }
-  if (nargs == 1) *stream = PyTuple_GET_ITEM(args, 0);
-  if (!kwargs) return 0;
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  while (PyDict_Next(kwargs, &pos, &key, &value)) {
-    PyObject** slot = nullptr;
-    PyObject* names[4] = {s_stream, s_max_version, s_dl_device, s_copy};
-    PyObject** slots[4] = {stream, max_version, dl_device, copy};
-    for (int k = 0; k < 4 && !slot; ++k)
-      if (key == names[k]) slot = slots[k];
-    for (int k = 0; k < 4 && !slot; ++k) {
-      if (!PyUnicode_Check(key)) break;
-      int eq = PyUnicode_Compare(key, names[k]) == 0;
-      if (eq) slot = slots[k];
-    }
-    if (!slot) {
-      if (PyUnicode_Check(key))
-        PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
-      else
-        PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
-      return -1;
-    }
-    if (slot == stream && nargs == 1) {
-      PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
-      return -1;
-    }
-    *slot = value;
+  if (slot == &a->stream && stream_positional) {
+    PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
+    return -1;
   }
+  *slot = value;
   return 0;
 }
+
+int too_many_positional(Py_ssize_t nargs) {
+  PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)", nargs);
+  return -1;
+}
+
+PyObject* export_capsule(PyObject* self, const ExportArgs& args);
 
 }  // namespace
 
 // ------------------------------------------------------------------- methods
 
+// (stream=None, *, max_version=None, dl_device=None, copy=None), parsed by
+// hand: the common calls then cost a few pointer compares.
 PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
-  PyObject *stream = nullptr, *max_version = nullptr, *dl_device = nullptr, *copy = nullptr;
-  if (parse_args(args, kwargs, &stream, &max_version, &dl_device, &copy) < 0) return nullptr;
-  (void)stream;  // export does no work a stream could order
+  ExportArgs a;
+  Py_ssize_t nargs = args ? PyTuple_GET_SIZE(args) : 0;
+  if (nargs > 1) return too_many_positional(nargs), nullptr;
+  if (nargs == 1) a.stream = PyTuple_GET_ITEM(args, 0);
+  if (kwargs) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(kwargs, &pos, &key, &value))
+      if (bind_keyword(key, value, nargs == 1, &a) < 0) return nullptr;
+  }
+  return export_capsule(self, a);
+}
+
+PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  ExportArgs a;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs > 1) return too_many_positional(nargs), nullptr;
+  if (nargs == 1) a.stream = args[0];
+  if (kwnames) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k)
+      if (bind_keyword(PyTuple_GET_ITEM(kwnames, k), args[nargs + k], nargs == 1, &a) < 0) return nullptr;
+  }
+  return export_capsule(self, a);
+}
+
+namespace {
+
+PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
+  PyObject* max_version = args.max_version;
+  PyObject* dl_device = args.dl_device;
+  PyObject* copy = args.copy;
+  // args.stream is ignored: export does no work a stream could order.
 
   if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   TensorObject* t = as_tensor(self);
@@ -338,16 +406,16 @@ PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (versioned) {
     DLManagedTensorVersioned* m = dl::make_versioned(spec, self, release_tensor_ref);
     if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
-    capsule = PyCapsule_New(m, kVersionedName, versioned_capsule_destructor);
-    if (!capsule) m->deleter(m);
+    capsule = wrap(m, kVersionedName, versioned_capsule_destructor);
   } else {
     DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
     if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
-    capsule = PyCapsule_New(m, kLegacyName, legacy_capsule_destructor);
-    if (!capsule) m->deleter(m);
+    capsule = wrap(m, kLegacyName, legacy_capsule_destructor);
   }
   return capsule;
 }
+
+}  // namespace
 
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;

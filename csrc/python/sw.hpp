@@ -253,6 +253,9 @@ PyObject* tensor_neg(PyObject* a);
 
 // --------------------------------------------------------------- dlpack.cpp
 PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
+// Same method for a METH_FASTCALL | METH_KEYWORDS table entry: skips the
+// kwargs dict CPython builds for METH_VARARGS, which dominates export cost.
+PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames);
 PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused);
 
 // -------------------------------------------------- move.cpp, await.cpp
