@@ -2,6 +2,7 @@
 #include "storage.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,8 +27,10 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
     release();
     data_ = o.data_;
     bytes_ = o.bytes_;
+    mapped_ = o.mapped_;
     o.data_ = nullptr;
     o.bytes_ = 0;
+    o.mapped_ = 0;
   }
   return *this;
 }
@@ -39,6 +42,18 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
   if (bytes > SIZE_MAX - kStorageAlignment) throw std::bad_alloc();
   size_t padded = bytes == 0 ? kStorageAlignment
                              : (bytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
+  if (padded >= kMappedThreshold) {
+    // Page-aligned (so 64-byte aligned) and already zero.
+    void* p = ::mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, padded, MADV_HUGEPAGE);  // advisory: failure is harmless
+#endif
+    data_ = p;
+    bytes_ = bytes;
+    mapped_ = padded;
+    return;
+  }
   void* p = ::operator new(padded, kAlign);
   if (zero) std::memset(p, 0, padded);
   data_ = p;
@@ -46,9 +61,15 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
 }
 
 void AlignedBuffer::release() {
-  if (data_) ::operator delete(data_, kAlign);
+  if (data_) {
+    if (mapped_)
+      ::munmap(data_, mapped_);
+    else
+      ::operator delete(data_, kAlign);
+  }
   data_ = nullptr;
   bytes_ = 0;
+  mapped_ = 0;
 }
 
 void FileStorage::create(const std::string& path) {

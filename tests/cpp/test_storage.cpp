@@ -190,3 +190,24 @@ TEST(FileStorage, MissingDirectoryIsEnoent) {
     EXPECT_EQ(e.code().value(), ENOENT);
   }
 }
+
+TEST(AlignedBuffer, LargeBuffersAreZeroedAlignedMappings) {
+  sw::AlignedBuffer b;
+  const size_t n = sw::kMappedThreshold + 3;
+  b.allocate(n, /*zero=*/false);  // mappings are zero even when not asked
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % sw::kStorageAlignment, 0u);
+  EXPECT_EQ(b.bytes(), n);
+  const unsigned char* p = static_cast<const unsigned char*>(b.data());
+  for (size_t i = 0; i < n; i += 4093) EXPECT_EQ(p[i], 0);
+  static_cast<unsigned char*>(b.data())[n - 1] = 7;  // whole span writable
+  sw::AlignedBuffer moved(std::move(b));
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(static_cast<const unsigned char*>(moved.data())[n - 1], 7);
+  sw::AlignedBuffer assigned;
+  assigned.allocate(16, true);
+  assigned = std::move(moved);  // frees the small one, takes the mapping
+  EXPECT_EQ(assigned.bytes(), n);
+  assigned.release();
+  EXPECT_EQ(assigned.data(), nullptr);
+}
