@@ -1,5 +1,658 @@
+// Metal: Apple GPU storage of Float32, Int32 or Bool slots, and its three
+// registered exact-pair bulk move operations (CPU->Metal, Metal->CPU,
+// Metal->Metal).
+//
+// Every device step goes through the process runtime (csrc/engine/
+// metal_runtime.hpp). No runtime exists in a Linux build, so construction
+// raises RuntimeError("Metal requires macOS ..."), while the class, its
+// operations, their registry entries and the DLPack refusal (no dlpack_info
+// hook: the base's BufferError) exist everywhere. Tests install a fake
+// runtime through the private _metal_install_fake_runtime().
+//
+// Ordering rules (spec: "Metal movement preserves the complete Tensor value
+// boundary"): a slot write enqueues a host->device copy and returns; a slot
+// read, every bulk _copy, and release synchronize, so host values are never
+// decoded, a move never reports completion, and a buffer is never freed
+// while work on it may be pending. A failed step raises RuntimeError before
+// anything is published, so the move leaves its source live and unchanged.
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "metal_runtime.hpp"
 #include "sw.hpp"
 
 namespace swpy {
-int metal_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+namespace M = sw::metal;
+
+struct MetalObject {
+  CarrierObject base;
+  std::shared_ptr<M::Runtime> rt;  // the runtime that owns buf
+  M::BufferId buf;
+  Py_ssize_t size;
+  sw::DTypeCode dtype;
+};
+
+MetalObject* as_metal(PyObject* o) { return reinterpret_cast<MetalObject*>(o); }
+MetalObject* as_metal(CarrierObject* o) { return reinterpret_cast<MetalObject*>(o); }
+bool is_metal(PyObject* o) { return PyObject_TypeCheck(o, &Metal_Type); }
+const char* oname(PyObject* o) { return _PyType_Name(Py_TYPE(o)); }
+
+const char kNoRuntime[] =
+    "Metal requires macOS with a Metal runtime; none is available in this process";
+
+bool supported(sw::DTypeCode c) {
+  return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
+}
+
+size_t item_of(sw::DTypeCode c) { return static_cast<size_t>(sw::itemsize(c)); }
+
+int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "Metal dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    return -1;
+  }
+  if (!supported(dtype_code(dtype))) {
+    PyErr_Format(PyExc_ValueError, "Metal does not support dtype %R; use DType.Float32, DType.Int32 or DType.Bool",
+                 dtype);
+    return -1;
+  }
+  *out = dtype_code(dtype);
+  return 0;
+}
+
+std::shared_ptr<M::Runtime> require_runtime() {
+  auto rt = M::current_runtime();
+  if (!rt) PyErr_SetString(PyExc_RuntimeError, kNoRuntime);
+  return rt;
+}
+
+// Runs device steps with the GIL released (a synchronization may block for
+// as long as the device works). *step names the step in progress for the
+// message. 0 / -1 with RuntimeError ("Metal <step> failed: ...").
+template <class F>
+int device(F&& f, bool release_gil = true) {
+  const char* step = "operation";
+  std::string err;
+  bool failed = false, nomem = false;
+  PyThreadState* ts = release_gil ? PyEval_SaveThread() : nullptr;
+  try {
+    f(step);
+  } catch (const M::DeviceError& e) {
+    failed = true;
+    err = e.what();
+  } catch (const std::bad_alloc&) {
+    nomem = true;
+  }
+  if (ts) PyEval_RestoreThread(ts);
+  if (nomem) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (failed) {
+    PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", step, err.c_str());
+    return -1;
+  }
+  return 0;
+}
+
+// Gives a buffer back after synchronizing (pending work may still use it).
+// A failed synchronization abandons that work, so the buffer is freed anyway.
+void free_buffer(const std::shared_ptr<M::Runtime>& rt, M::BufferId buf, bool release_gil) {
+  if (!rt || !buf) return;
+  PyThreadState* ts = release_gil ? PyEval_SaveThread() : nullptr;
+  try {
+    rt->synchronize();
+  } catch (...) {
+  }
+  rt->free(buf);
+  if (ts) PyEval_RestoreThread(ts);
+}
+
+// Allocates storage for n slots into a fresh (size 0) Metal object.
+int metal_storage(MetalObject* o, std::shared_ptr<M::Runtime> rt, Py_ssize_t n, sw::DTypeCode dtype,
+                  bool mutable_, bool zero) {
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "Metal size must be non-negative");
+    return -1;
+  }
+  const size_t item = item_of(dtype);
+  if (static_cast<size_t>(n) > SIZE_MAX / item) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  M::BufferId buf = 0;
+  if (n > 0 &&
+      device([&](const char*& step) {
+        step = "allocation";
+        buf = rt->allocate(static_cast<size_t>(n) * item, zero);
+      }) < 0)
+    return -1;
+  o->rt = std::move(rt);
+  o->buf = buf;
+  o->size = n;
+  o->dtype = dtype;
+  o->base.constructed_mutable = mutable_;
+  return 0;
+}
+
+// The slot bytes of a value (converted and validated like CPU).
+int encode(sw::DTypeCode dtype, PyObject* v, unsigned char out[4]) {
+  switch (dtype) {
+    case sw::DTypeCode::Float32: {
+      float f;
+      if (value_to_f32(v, &f) < 0) return -1;
+      std::memcpy(out, &f, 4);
+      return 0;
+    }
+    case sw::DTypeCode::Int32: {
+      int32_t x;
+      if (value_to_i32(v, &x) < 0) return -1;
+      std::memcpy(out, &x, 4);
+      return 0;
+    }
+    default: {
+      bool b;
+      if (value_to_bool(v, &b) < 0) return -1;
+      out[0] = b ? 1 : 0;
+      return 0;
+    }
+  }
+}
+
+PyObject* decode(sw::DTypeCode dtype, const unsigned char* in) {
+  switch (dtype) {
+    case sw::DTypeCode::Float32: {
+      float f;
+      std::memcpy(&f, in, 4);
+      return PyFloat_FromDouble(f);
+    }
+    case sw::DTypeCode::Int32: {
+      int32_t x;
+      std::memcpy(&x, in, 4);
+      return PyLong_FromLong(x);
+    }
+    default:
+      return PyBool_FromLong(in[0] != 0);
+  }
+}
+
+// A fresh instance of type (the receiver's exact class for new_like /
+// allocate_like) on the current runtime. Python __init__ is not run.
+PyObject* metal_make(PyTypeObject* type, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool zero) {
+  auto rt = require_runtime();
+  if (!rt) return nullptr;
+  PyObject* args = PyTuple_New(0);
+  if (!args) return nullptr;
+  PyObject* self = type->tp_new(type, args, nullptr);
+  Py_DECREF(args);
+  if (!self) return nullptr;
+  if (!is_metal(self)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Metal carrier", type->tp_name);
+    Py_DECREF(self);
+    return nullptr;
+  }
+  if (metal_storage(as_metal(self), std::move(rt), n, dtype, mutable_, zero) < 0) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  return self;
+}
+
+// ------------------------------------------------------------------ vtable
+
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return as_metal(o)->dtype; }
+Py_ssize_t vt_size(CarrierObject* o) { return as_metal(o)->size; }
+
+// A host read: copy the slot back and synchronize before decoding it.
+PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
+  MetalObject* o = as_metal(c);
+  auto rt = o->rt;
+  const M::BufferId buf = o->buf;
+  const size_t item = item_of(o->dtype);
+  unsigned char bytes[4] = {};
+  if (device([&](const char*& step) {
+        step = "copy to host";
+        rt->copy_to_host(bytes, buf, static_cast<size_t>(i) * item, item);
+        step = "synchronization";
+        rt->synchronize();
+      }) < 0)
+    return nullptr;
+  return decode(o->dtype, bytes);
+}
+
+// A slot write is enqueued (the runtime stages the bytes) and not waited for.
+int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
+  MetalObject* o = as_metal(c);
+  unsigned char bytes[4] = {};
+  if (encode(o->dtype, v, bytes) < 0) return -1;
+  const size_t item = item_of(o->dtype);
+  return device(
+      [&](const char*& step) {
+        step = "copy to device";
+        o->rt->copy_to_device(o->buf, static_cast<size_t>(i) * item, bytes, item);
+      },
+      false);
+}
+
+void vt_release(CarrierObject* c) {
+  MetalObject* o = as_metal(c);
+  // Detach first: other threads see an empty carrier while this one waits.
+  std::shared_ptr<M::Runtime> rt = std::move(o->rt);
+  const M::BufferId buf = o->buf;
+  o->buf = 0;
+  o->size = 0;
+  free_buffer(rt, buf, true);
+}
+
+PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  sw::DTypeCode code = as_metal(c)->dtype;  // kept after release
+  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  if (!seq) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  const size_t item = item_of(code);
+  std::vector<unsigned char> staged;
+  try {
+    staged.resize(static_cast<size_t>(n) * item);
+  } catch (const std::bad_alloc&) {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    unsigned char bytes[4];
+    if (encode(code, items[i], bytes) < 0) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    std::memcpy(staged.data() + static_cast<size_t>(i) * item, bytes, item);
+  }
+  Py_DECREF(seq);
+  PyObject* r = metal_make(Py_TYPE(c), n, code, mutable_, false);
+  if (!r) return nullptr;
+  MetalObject* o = as_metal(r);
+  if (n > 0 && device([&](const char*& step) {
+        step = "copy to device";
+        o->rt->copy_to_device(o->buf, 0, staged.data(), staged.size());
+      }) < 0) {
+    Py_DECREF(r);
+    return nullptr;
+  }
+  return r;
+}
+
+PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  sw::DTypeCode code = as_metal(c)->dtype;
+  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  return metal_make(Py_TYPE(c), n, code, mutable_, !empty);
+}
+
+// An empty Metal carrier grows once, to exactly the requested span: a move
+// destination gets fresh device storage of layout.cosize.
+int vt_reserve(CarrierObject* c, Py_ssize_t n) {
+  MetalObject* o = as_metal(c);
+  if (o->size != 0 || n == 0) return o->size >= n ? 1 : 0;
+  auto rt = o->rt ? o->rt : require_runtime();
+  if (!rt) return -1;
+  const bool mutable_ = o->base.constructed_mutable;
+  if (metal_storage(o, std::move(rt), n, o->dtype, mutable_, true) < 0) return -1;
+  return 1;
+}
+
+const CarrierVTable metal_vt = {
+    vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
+    vt_reserve, nullptr /* host_data: device memory */, nullptr /* dlpack_info: no export */,
+};
+
+// ------------------------------------------------------------ Python type
+
+PyObject* Metal_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = carrier_alloc(type, &metal_vt);
+  if (!self) return nullptr;
+  MetalObject* o = as_metal(self);
+  new (&o->rt) std::shared_ptr<M::Runtime>();
+  o->buf = 0;
+  o->size = 0;
+  o->dtype = sw::DTypeCode::Float32;
+  return self;
+}
+
+int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"size", "dtype", "mutable", "empty", nullptr};
+  Py_ssize_t n;
+  PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
+  int mutable_ = 1, empty = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$Opp:Metal", const_cast<char**>(kw), &n, &dtype, &mutable_,
+                                   &empty))
+    return -1;
+  MetalObject* o = as_metal(self);
+  if (o->rt || o->base.released) {
+    PyErr_SetString(PyExc_RuntimeError, "Metal.__init__() cannot be called twice");
+    return -1;
+  }
+  // Without a runtime nothing else matters: every Linux construction fails here.
+  auto rt = require_runtime();
+  if (!rt) return -1;
+  sw::DTypeCode code;
+  if (parse_dtype(dtype, &code) < 0) return -1;
+  return metal_storage(o, std::move(rt), n, code, mutable_ != 0, empty == 0);
+}
+
+void Metal_dealloc(PyObject* self) {
+  MetalObject* o = as_metal(self);
+  // Dealloc may run at exit: keep the GIL rather than hand it over.
+  free_buffer(o->rt, o->buf, false);
+  o->rt.~shared_ptr();
+  carrier_dealloc(self);
+}
+
+// ------------------------------------------------------------ move operations
+
+// The built-in _copy of the three Metal operations: one bulk copy of the
+// whole physical span [offset, offset + element_count) (holes included),
+// then synchronization, so the move commits (and releases its source) only
+// after the device finished. The direction follows the carriers.
+PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
+  PyObject *tensor, *dest, *output;
+  Py_ssize_t count;
+  if (!PyArg_ParseTuple(args, "OOOn:_copy", &tensor, &dest, &output, &count)) return nullptr;
+  if (!is_tensor(tensor) || !is_tensor(output)) {
+    PyErr_SetString(PyExc_TypeError, "_copy() tensor and output must be Tensors");
+    return nullptr;
+  }
+  if (!is_carrier(dest) || as_tensor(output)->carrier != dest) {
+    PyErr_SetString(PyExc_TypeError, "_copy() destination must be the Carrier output is bound to");
+    return nullptr;
+  }
+  if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
+  TensorObject* s = as_tensor(tensor);
+  TensorObject* out = as_tensor(output);
+  PyObject* src = s->carrier;
+  if (!(layout_of(s->layout) == layout_of(out->layout))) {
+    PyErr_Format(PyExc_ValueError, "%s copies the physical span, so output must keep the tensor's Layout",
+                 oname(self));
+    return nullptr;
+  }
+  if (carrier_is_released(src) || carrier_is_released(dest)) {
+    PyErr_SetString(PyExc_RuntimeError, "_copy() carrier is released");
+    return nullptr;
+  }
+  const bool sm = is_metal(src), dm = is_metal(dest);
+  PyObject* host = sm ? (dm ? nullptr : dest) : src;
+  void* host_data = host ? carrier_host_data(host) : nullptr;
+  if ((!sm && !dm) || (host && !host_data)) {
+    PyErr_Format(PyExc_TypeError, "%s copies between Metal carriers and native host (CPU) carriers only",
+                 oname(self));
+    return nullptr;
+  }
+  PyObject* sd = carrier_dtype(src);
+  PyObject* dd = sd ? carrier_dtype(dest) : nullptr;
+  const bool same = sd && dd && dtype_code(sd) == dtype_code(dd);
+  const sw::DTypeCode code = sd ? dtype_code(sd) : sw::DTypeCode::Float32;
+  Py_XDECREF(sd);
+  Py_XDECREF(dd);
+  if (PyErr_Occurred()) return nullptr;
+  if (!same || !supported(code)) {
+    PyErr_Format(PyExc_TypeError, "%s needs one Metal dtype (Float32, Int32 or Bool) on both carriers", oname(self));
+    return nullptr;
+  }
+  const Py_ssize_t ssize = carrier_size(src), dsize = carrier_size(dest);
+  if (ssize < 0 || dsize < 0) return nullptr;
+  if (count < 0 || s->offset < 0 || out->offset < 0 || s->offset + count > ssize || out->offset + count > dsize) {
+    PyErr_SetString(PyExc_ValueError, "_copy() element_count exceeds a carrier");
+    return nullptr;
+  }
+  if (count == 0) Py_RETURN_NONE;
+  const size_t item = item_of(code);
+  const size_t bytes = static_cast<size_t>(count) * item;
+  const size_t soff = static_cast<size_t>(s->offset) * item;
+  const size_t doff = static_cast<size_t>(out->offset) * item;
+  std::shared_ptr<M::Runtime> rt = sm ? as_metal(src)->rt : as_metal(dest)->rt;
+  if (sm && dm && as_metal(src)->rt != as_metal(dest)->rt) {
+    PyErr_SetString(PyExc_RuntimeError, "Metal carriers of different runtimes cannot copy to each other");
+    return nullptr;
+  }
+  const M::BufferId sbuf = sm ? as_metal(src)->buf : 0;
+  const M::BufferId dbuf = dm ? as_metal(dest)->buf : 0;
+  // Both carriers are owned by the move for its duration, so the host
+  // memory and buffers stay valid while the GIL is released.
+  if (device([&](const char*& step) {
+        if (sm && dm) {
+          step = "device copy";
+          rt->copy_device(dbuf, doff, sbuf, soff, bytes);
+        } else if (dm) {
+          step = "copy to device";
+          rt->copy_to_device(dbuf, doff, static_cast<const char*>(host_data) + soff, bytes);
+        } else {
+          step = "copy to host";
+          rt->copy_to_host(static_cast<char*>(host_data) + doff, sbuf, soff, bytes);
+        }
+        step = "synchronization";
+        rt->synchronize();
+      }) < 0)
+    return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyMethodDef MetalOp_methods[] = {
+    {"_copy", MetalOp_copy, METH_VARARGS,
+     "Bulk copy of the whole physical span [offset, offset + element_count) through the Metal runtime, "
+     "synchronized before it returns."},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ------------------------------------------------------------ fake runtime (tests)
+
+struct FakeObject {
+  PyObject_HEAD
+  std::shared_ptr<M::FakeRuntime> rt;
+};
+
+FakeObject* as_fake(PyObject* o) { return reinterpret_cast<FakeObject*>(o); }
+
+PyTypeObject Fake_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core._MetalFakeRuntime",
+                          sizeof(FakeObject)};
+
+void Fake_dealloc(PyObject* self) {
+  as_fake(self)->rt.~shared_ptr();
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* Fake_log(PyObject* self, PyObject*) {
+  auto entries = as_fake(self)->rt->log();
+  PyObject* list = PyList_New(0);
+  if (!list) return nullptr;
+  for (const auto& e : entries) {
+    PyObject* t = Py_BuildValue("(sKKnO)", M::FakeRuntime::call_name(e.call), static_cast<unsigned long long>(e.dst),
+                                static_cast<unsigned long long>(e.src), static_cast<Py_ssize_t>(e.bytes),
+                                e.ok ? Py_True : Py_False);
+    if (!t || PyList_Append(list, t) < 0) {
+      Py_XDECREF(t);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(t);
+  }
+  return list;
+}
+
+PyObject* Fake_clear_log(PyObject* self, PyObject*) {
+  as_fake(self)->rt->clear_log();
+  Py_RETURN_NONE;
+}
+
+PyObject* Fake_fail(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"step", "skip", nullptr};
+  const char* step;
+  int skip = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$i:fail", const_cast<char**>(kw), &step, &skip)) return nullptr;
+  using C = M::FakeRuntime::Call;
+  for (C c : {C::Allocate, C::CopyToDevice, C::CopyToHost, C::CopyDevice, C::Synchronize}) {
+    if (std::strcmp(step, M::FakeRuntime::call_name(c)) == 0) {
+      as_fake(self)->rt->fail_next(c, skip < 0 ? 0 : skip);
+      Py_RETURN_NONE;
+    }
+  }
+  PyErr_Format(PyExc_ValueError,
+               "unknown step %s; use allocate, copy_to_device, copy_to_host, copy_device or synchronize", step);
+  return nullptr;
+}
+
+PyObject* Fake_hold(PyObject* self, PyObject* args) {
+  int held = 1;
+  if (!PyArg_ParseTuple(args, "|p:hold_synchronize", &held)) return nullptr;
+  as_fake(self)->rt->hold_synchronize(held != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* Fake_wait_synchronizing(PyObject* self, PyObject* arg) {
+  double timeout = PyFloat_AsDouble(arg);
+  if (timeout == -1.0 && PyErr_Occurred()) return nullptr;
+  bool r;
+  auto rt = as_fake(self)->rt;
+  Py_BEGIN_ALLOW_THREADS
+  r = rt->wait_synchronizing(static_cast<int>(timeout * 1000));
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(r);
+}
+
+PyObject* Fake_live_buffers(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->live_buffers()); }
+PyObject* Fake_pending(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->pending()); }
+PyObject* Fake_unsafe_frees(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->unsafe_frees()); }
+
+PyObject* Fake_buffer_id(PyObject*, PyObject* arg) {
+  if (!is_metal(arg)) {
+    PyErr_Format(PyExc_TypeError, "buffer_id() expects a Metal carrier, not %.100s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  return PyLong_FromUnsignedLongLong(as_metal(arg)->buf);
+}
+
+PyMethodDef Fake_methods[] = {
+    {"log", Fake_log, METH_NOARGS,
+     "Calls so far: (step, dst_buffer, src_buffer, bytes, ok) tuples; synchronize entries are logged on completion "
+     "with the number of commands they completed in place of bytes."},
+    {"clear_log", Fake_clear_log, METH_NOARGS, "Forget the logged calls."},
+    {"fail", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Fake_fail)), METH_VARARGS | METH_KEYWORDS,
+     "fail(step, *, skip=0): the (skip+1)-th next call of step raises a device error."},
+    {"hold_synchronize", Fake_hold, METH_VARARGS, "hold_synchronize(held=True): block synchronize() while held."},
+    {"wait_synchronizing", Fake_wait_synchronizing, METH_O,
+     "wait_synchronizing(timeout): True once a synchronize() waits on the hold."},
+    {"live_buffers", Fake_live_buffers, METH_NOARGS, "Number of allocated, not yet freed buffers."},
+    {"pending", Fake_pending, METH_NOARGS, "Enqueued commands not yet completed."},
+    {"unsafe_frees", Fake_unsafe_frees, METH_NOARGS, "Frees of a buffer that pending work still used."},
+    {"buffer_id", Fake_buffer_id, METH_O, "The device buffer of a Metal carrier (0: none)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyObject* mod_install_fake(PyObject*, PyObject*) {
+  PyObject* self = Fake_Type.tp_alloc(&Fake_Type, 0);
+  if (!self) return nullptr;
+  new (&as_fake(self)->rt) std::shared_ptr<M::FakeRuntime>();
+  try {
+    as_fake(self)->rt = std::make_shared<M::FakeRuntime>();
+  } catch (const std::bad_alloc&) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  M::install_runtime(as_fake(self)->rt);
+  return self;
+}
+
+PyObject* mod_remove_runtime(PyObject*, PyObject*) {
+  M::install_runtime(nullptr);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef module_methods[] = {
+    {"_metal_install_fake_runtime", mod_install_fake, METH_NOARGS,
+     "Private (tests): install a host-memory fake Metal runtime and return its controller."},
+    {"_metal_remove_runtime", mod_remove_runtime, METH_NOARGS,
+     "Private (tests): remove the installed Metal runtime; existing carriers keep theirs."},
+    {nullptr, nullptr, 0, nullptr}};
+
+int init_op(PyTypeObject* t, const char* doc, PyTypeObject* src, PyTypeObject* dst) {
+  // GC support, traverse/clear and dealloc come from MoveOperation.
+  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t->tp_doc = doc;
+  t->tp_base = &MoveOperation_Type;
+  t->tp_methods = MetalOp_methods;
+  if (PyType_Ready(t) < 0) return -1;
+  if (PyDict_SetItemString(t->tp_dict, "source_class", reinterpret_cast<PyObject*>(src)) < 0 ||
+      PyDict_SetItemString(t->tp_dict, "destination_class", reinterpret_cast<PyObject*>(dst)) < 0)
+    return -1;
+  PyType_Modified(t);
+  return 0;
+}
+
+}  // namespace
+
+PyTypeObject Metal_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Metal",                 /* tp_name */
+    sizeof(MetalObject),                 /* tp_basicsize */
+};
+// The operation types are reached through the module and the registry only.
+static PyTypeObject CpuToMetalMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
+                                             "strideweave.CpuToMetalMoveOperation",
+                                             sizeof(MoveOperationObject)};
+static PyTypeObject MetalToCpuMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
+                                             "strideweave.MetalToCpuMoveOperation",
+                                             sizeof(MoveOperationObject)};
+static PyTypeObject MetalToMetalMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
+                                               "strideweave.MetalToMetalMoveOperation",
+                                               sizeof(MoveOperationObject)};
+
+int metal_module_init(PyObject* module) {
+  Metal_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  Metal_Type.tp_doc =
+      "Metal(size, *, dtype=DType.Float32, mutable=True, empty=False)\n\n"
+      "Apple GPU storage of Float32, Int32 or Bool slots, zero-filled unless empty. Construction needs a Metal "
+      "runtime (macOS); without one it raises RuntimeError('Metal requires macOS ...'). Slot writes are enqueued "
+      "on the device; slot reads, bulk moves and release synchronize first. Metal(0) is an empty move destination "
+      "that allocates exactly the moved layout's cosize. No DLPack export (BufferError). Registered moves: "
+      "CpuToMetalMoveOperation, MetalToCpuMoveOperation, MetalToMetalMoveOperation (exact classes only).";
+  Metal_Type.tp_base = &Carrier_Type;
+  Metal_Type.tp_new = Metal_new;
+  Metal_Type.tp_init = Metal_init;
+  Metal_Type.tp_dealloc = Metal_dealloc;
+  if (add_type(module, &Metal_Type, "Metal") < 0) return -1;
+
+  Fake_Type.tp_flags = Py_TPFLAGS_DEFAULT;
+  Fake_Type.tp_doc = "Controller of the fake Metal runtime (tests only).";
+  Fake_Type.tp_dealloc = Fake_dealloc;
+  Fake_Type.tp_methods = Fake_methods;
+  if (PyType_Ready(&Fake_Type) < 0) return -1;
+
+  struct {
+    PyTypeObject* type;
+    const char* name;
+    const char* doc;
+    PyTypeObject* src;
+    PyTypeObject* dst;
+  } ops[] = {
+      {&CpuToMetalMoveOperation_Type, "CpuToMetalMoveOperation",
+       "Registered bulk move from CPU to Metal: copies the whole physical span to the device and synchronizes.",
+       &CPU_Type, &Metal_Type},
+      {&MetalToCpuMoveOperation_Type, "MetalToCpuMoveOperation",
+       "Registered bulk move from Metal to CPU: copies the whole physical span to host memory and synchronizes "
+       "before the host values are used or the Metal source is released.",
+       &Metal_Type, &CPU_Type},
+      {&MetalToMetalMoveOperation_Type, "MetalToMetalMoveOperation",
+       "Registered bulk move between Metal carriers: one device copy of the whole physical span, synchronized "
+       "before the source is released.",
+       &Metal_Type, &Metal_Type},
+  };
+  for (auto& op : ops) {
+    if (init_op(op.type, op.doc, op.src, op.dst) < 0) return -1;
+    if (PyModule_AddObjectRef(module, op.name, reinterpret_cast<PyObject*>(op.type)) < 0) return -1;
+    if (move_register_builtin(op.src, op.dst, op.type) < 0) return -1;
+  }
+  return PyModule_AddFunctions(module, module_methods);
+}
+
 }  // namespace swpy

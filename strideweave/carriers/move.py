@@ -13,6 +13,10 @@ MoveOperation = _core.MoveOperation
 ElementwiseMoveOperation = _core.ElementwiseMoveOperation
 CpuToFileBackedMoveOperation = _core.CpuToFileBackedMoveOperation
 FileBackedToCpuMoveOperation = _core.FileBackedToCpuMoveOperation
+# The Metal pair operations exist on every platform (metal.cpp).
+CpuToMetalMoveOperation = _core.CpuToMetalMoveOperation
+MetalToCpuMoveOperation = _core.MetalToCpuMoveOperation
+MetalToMetalMoveOperation = _core.MetalToMetalMoveOperation
 dispatch_move = _core.dispatch_move
 register_move_operation = _core.register_move_operation
 unregister_move_operation = _core.unregister_move_operation
@@ -27,15 +31,12 @@ __all__ = [
     "ElementwiseMoveOperation",
     "CpuToFileBackedMoveOperation",
     "FileBackedToCpuMoveOperation",
+    "CpuToMetalMoveOperation",
+    "MetalToCpuMoveOperation",
+    "MetalToMetalMoveOperation",
     "dispatch_move",
     "register_move_operation",
     "unregister_move_operation",
     "registered_move_operation",
 ]
 
-# The Metal pair operations are defined by metal.cpp on every platform.
-for _name in ("CpuToMetalMoveOperation", "MetalToCpuMoveOperation", "MetalToMetalMoveOperation"):
-    if hasattr(_core, _name):
-        globals()[_name] = getattr(_core, _name)
-        __all__.append(_name)
-del _name
