@@ -1251,6 +1251,71 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination) {
   if (!h) return nullptr;
   return wait_handle(h);
 }
+// ---- move_lowered: framework-owned transfers (Evictable residency; see sw.hpp)
+// The same route resolution, pin check, destination growth and copy planning
+// as move_async, run synchronously on this thread, without ownership checks
+// or claims, autograd node, profiling events or source release.
+PyObject* move_lowered(PyObject* tensor, PyObject* destination, int64_t src_token, int64_t dst_token) {
+  if (!is_tensor(tensor) || !is_carrier(destination)) {
+    PyErr_SetString(PyExc_TypeError, "move_lowered() needs a Tensor and a Carrier");
+    return nullptr;
+  }
+  if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
+  PyObject* src = as_tensor(tensor)->carrier;
+  if (src == destination) {
+    PyErr_SetString(PyExc_ValueError, "move_lowered() destination is the tensor's own carrier");
+    return nullptr;
+  }
+  PyObject* cls = move_resolve_route(Py_TYPE(src), Py_TYPE(destination));
+  if (!cls) return nullptr;
+  if (check_pins(cls, Py_TYPE(src), Py_TYPE(destination)) < 0) {
+    Py_DECREF(cls);
+    return nullptr;
+  }
+  MoveJob j;
+  j.tensor = Py_NewRef(tensor);
+  j.source = Py_NewRef(src);
+  j.dest = Py_NewRef(destination);
+  j.src_token = src_token;
+  j.dst_token = dst_token;
+  j.count = static_cast<Py_ssize_t>(layout_of(as_tensor(tensor)->layout).cosize());
+  j.src_version = as_carrier(src)->version;
+  j.dst_version = as_carrier(destination)->version;
+  PyObject* result = nullptr;
+  const bool prev = grad_enabled();
+  set_grad_enabled(false);
+  Py_ssize_t dsize = carrier_size(destination);
+  int rc = -1;
+  if (dsize < 0) goto done;
+  if (dsize < j.count) {
+    const int r = dsize == 0 ? carrier_reserve(destination, j.count) : 0;
+    if (r < 0) goto done;
+    if (r == 0) {
+      PyErr_Format(PyExc_ValueError, "destination %s carrier is too small: %zd slots for a layout cosize of %zd",
+                   oname(destination), dsize, j.count);
+      goto done;
+    }
+  }
+  j.output = tensor_new(destination, 0, as_tensor(tensor)->layout);
+  if (!j.output) goto done;
+  j.op = PyObject_CallNoArgs(cls);
+  if (!j.op) goto done;
+  if (!PyObject_TypeCheck(j.op, &MoveOperation_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s() did not create a MoveOperation", tname(reinterpret_cast<PyTypeObject*>(cls)));
+    goto done;
+  }
+  as_move_op(j.op)->used = true;
+  if (plan_copy(&j) < 0) goto done;
+  rc = j.kind == CopyKind::Native ? run_plan_unlocked(j.plan) : run_python_copy(&j);
+  if (rc == 0) result = Py_NewRef(j.output);
+done:
+  set_grad_enabled(prev);
+  restore_versions(&j);  // a transfer is not a value write
+  j.src_token = j.dst_token = 0;  // the caller's tokens: nothing to give back
+  j.drop_refs();
+  Py_DECREF(cls);
+  return result;
+}
 
 int move_module_init(PyObject* module) {
   init_op_type(&MoveOperation_Type, &Operation_Type,

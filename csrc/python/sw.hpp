@@ -322,6 +322,16 @@ extern MoveRouteHooks move_route_hooks;
 // Exact-pair resolution as move uses it (hooks first, then the legacy
 // registry, then ElementwiseMoveOperation). New reference or NULL.
 PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
+// Framework-owned ("lowered") transfer for a carrier that owns both ends
+// (evictable.cpp: eviction and promotion). Resolves the exact-pair route as
+// move does (move_resolve_route, pins checked), grows an empty destination
+// to layout.cosize, and runs the transfer synchronously on this thread with
+// grad mode off; a Python _copy gets owner access through src_token /
+// dst_token, the caller's ownership tokens of both carriers. No ownership
+// validation or claims, no autograd node, no profiling events, no source
+// release; both versions stay as they were. New reference to the result
+// Tensor over destination at offset 0, or NULL.
+PyObject* move_lowered(PyObject* tensor, PyObject* destination, int64_t src_token, int64_t dst_token);
 // ------------------------------------------------------------- profiler.cpp
 // Profiling hooks used by operations and moves. A session is the object the
 // active profile(...) context owns; it is thread-local to the thread that
