@@ -1,5 +1,564 @@
+// Evictable: a two-tier carrier that owns both tiers (it holds their
+// ownership tokens) and keeps its values in the primary while promoted and
+// in the secondary while evicted.
+//
+// Residency changes are framework-owned ("lowered") moves between the tiers
+// (move_lowered): the exact-pair route of the tiers' classes from the move
+// registry (so CPU->FileBacked eviction is the registered bulk copy, and a
+// registered custom operation for the pair is the one used), run
+// synchronously, with no ownership claims, autograd node or profiling event.
+// Storage lifecycle:
+//   evict():   primary values -> secondary (an empty secondary grows to the
+//              primary's size), then the primary is relinquished and
+//              released. `primary` then names that released carrier.
+//   promote(): fresh storage of the primary's exact class
+//              (primary.allocate_like(n, empty=True)) is claimed, secondary
+//              values -> it, and it becomes `primary`. The secondary keeps
+//              its (now stale) copy, owned as before, and is reused by the
+//              next eviction.
+// A failed transition leaves the previous residency and values intact (a
+// fresh primary is released again). During a transition the Evictable owns
+// itself, so writes, release and moves from other threads are refused.
+//
+// Decisions where the contract is silent:
+//   - A write through a promoted Evictable adds 1 to the Evictable's version
+//     only; the tier's version counts public writes through the tier, and
+//     there are none (an owned tier is not publicly mutable).
+//   - The Evictable is mutable when its primary was constructed mutable.
+//   - size() is the primary's slot count while promoted and the secondary's
+//     while evicted; dtype() is the tiers' common dtype.
+//   - Reads and writes while evicted raise RuntimeError("... evicted ...").
+//     A move out of or into an evicted Evictable therefore fails through
+//     its handle; an Evictable is a usable move destination only while
+//     promoted. It is fixed-size (an empty destination cannot grow).
+//   - new_like / allocate_like build a fresh Evictable of the same class from
+//     the tiers' own new_like / allocate_like (same size on both tiers).
+//   - release() (and garbage collection) relinquishes and releases both
+//     tiers: their storage belonged to the Evictable.
+//   - Construction resolves both edges (primary->secondary and back) and
+//     checks their pins; when a tier is a Metal carrier both edges must be
+//     registered operations (not the elementwise fallback), else
+//     NotImplementedError. A non-empty secondary smaller than the primary is
+//     rejected (ValueError "too small"). All of this happens before either
+//     tier is claimed.
+#include <new>
+
 #include "sw.hpp"
 
 namespace swpy {
-int evictable_module_init(PyObject*) { return 0; }  // placeholder
+
+namespace {
+
+// EvictableObject (sw.hpp) plus what only this file needs.
+struct EvictableImpl {
+  EvictableObject ev;
+  Py_ssize_t slots;      // the primary's size: what promote() allocates
+  sw::DTypeCode dtype;   // the tiers' common storage dtype
+  bool initialised;
+};
+
+EvictableImpl* impl(PyObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
+EvictableImpl* impl(CarrierObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
+EvictableObject* as_ev(PyObject* o) { return reinterpret_cast<EvictableObject*>(o); }
+const char* oname(PyObject* o) { return _PyType_Name(Py_TYPE(o)); }
+const char* tname(PyTypeObject* t) { return _PyType_Name(t); }
+
+int raise_evicted(PyObject* self) {
+  PyErr_Format(PyExc_RuntimeError,
+               "%s carrier is evicted: its values live in the secondary tier; call promote() before reading or "
+               "writing them",
+               oname(self));
+  return -1;
+}
+
+// Gives a tier back and releases it, reporting (not raising) a failure of a
+// Python release hook: this runs from release() and from deallocation.
+void drop_tier(PyObject* tier, int64_t* token) {
+  if (!tier) return;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (*token && carrier_relinquish(tier, *token) < 0) PyErr_WriteUnraisable(tier);
+  *token = 0;
+  if (!carrier_is_owned(tier) && carrier_release(tier) < 0) PyErr_WriteUnraisable(tier);
+  PyErr_Restore(et, ev, tb);
+}
+
+void drop_tiers(EvictableObject* o) {
+  drop_tier(o->primary, &o->primary_token);
+  drop_tier(o->secondary, &o->secondary_token);
+}
+
+// A Tensor over slots [0, n) of carrier in the canonical one-mode layout.
+PyObject* whole(PyObject* carrier, Py_ssize_t n) {
+  PyObject* layout;
+  try {
+    layout = layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)})));
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+  if (!layout) return nullptr;
+  PyObject* t = tensor_new(carrier, 0, layout);
+  Py_DECREF(layout);
+  return t;
+}
+
+// The Evictable owns itself for the duration of a transition. 0 / -1.
+int lock(PyObject* self, const char* what, int64_t* token) {
+  if (as_carrier(self)->released) {
+    PyErr_Format(PyExc_RuntimeError, "cannot %s: the %s carrier is released", what, oname(self));
+    return -1;
+  }
+  if (carrier_is_owned(self)) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot %s: the %s carrier is owned by another carrier, a pending move or a transition in progress",
+                 what, oname(self));
+    return -1;
+  }
+  *token = carrier_claim(self);
+  return *token ? 0 : -1;
+}
+
+void unlock(PyObject* self, int64_t token) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (carrier_relinquish(self, token) < 0) PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+}
+
+// The tiers are gone only after a garbage-collector clear or before
+// __init__; methods then raise instead of touching them.
+int check_tiers(PyObject* self) {
+  EvictableImpl* e = impl(self);
+  if (e->initialised && e->ev.primary && e->ev.secondary) return 0;
+  PyErr_Format(PyExc_RuntimeError, "%s is not initialised", oname(self));
+  return -1;
+}
+
+// ------------------------------------------------------------------ vtable
+
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return impl(o)->dtype; }
+
+Py_ssize_t vt_size(CarrierObject* c) {
+  EvictableObject* o = &impl(c)->ev;
+  PyObject* tier = o->evicted ? o->secondary : o->primary;
+  return tier ? carrier_size(tier) : 0;
+}
+
+PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
+  EvictableObject* o = &impl(c)->ev;
+  if (o->evicted) {
+    raise_evicted(reinterpret_cast<PyObject*>(c));
+    return nullptr;
+  }
+  return carrier_get(o->primary, i);
+}
+
+// The base has checked the Evictable's own mutability and bumps its version.
+int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
+  EvictableObject* o = &impl(c)->ev;
+  if (o->evicted) return raise_evicted(reinterpret_cast<PyObject*>(c));
+  return carrier_set_unchecked(o->primary, i, v);
+}
+
+void vt_release(CarrierObject* c) { drop_tiers(&impl(c)->ev); }
+
+PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* secondary);
+
+// Fresh tiers from the tiers' own hooks, then a fresh Evictable of the
+// receiver's exact class over them.
+PyObject* like(CarrierObject* c, PyObject* values, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  EvictableObject* o = &impl(c)->ev;
+  if (check_tiers(reinterpret_cast<PyObject*>(c)) < 0) return nullptr;
+  PyObject* p = values ? carrier_new_like(o->primary, values, mutable_, dtype)
+                       : carrier_allocate_like(o->primary, n, mutable_, dtype, empty);
+  if (!p) return nullptr;
+  if (values) {
+    n = carrier_size(p);
+    if (n < 0) {
+      Py_DECREF(p);
+      return nullptr;
+    }
+  }
+  PyObject* s = carrier_allocate_like(o->secondary, n, true, dtype, true);
+  PyObject* r = s ? make_evictable(Py_TYPE(c), p, s) : nullptr;
+  Py_XDECREF(s);
+  Py_DECREF(p);
+  return r;
+}
+
+PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
+  return like(c, values, 0, mutable_, dtype, false);
+}
+
+PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
+  return like(c, nullptr, n, mutable_, dtype, empty);
+}
+
+int vt_reserve(CarrierObject*, Py_ssize_t) { return 0; }
+
+PyObject* vt_dlpack_info(CarrierObject* c) {
+  PyErr_Format(PyExc_BufferError,
+               "DLPack is not supported for Evictable carriers (%s): its values move between tiers, so it has no "
+               "stable storage to export",
+               oname(reinterpret_cast<PyObject*>(c)));
+  return nullptr;
+}
+
+const CarrierVTable evictable_vt = {
+    vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
+    vt_reserve, nullptr /* host_data: values may move */, vt_dlpack_info,
+};
+
+// ------------------------------------------------------------ construction
+
+// TypeError when op_class pins a class the pair does not match (the same
+// rule move applies before a transfer).
+int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
+  static const char* const attrs[2] = {"source_class", "destination_class"};
+  PyTypeObject* actual[2] = {src, dst};
+  for (int k = 0; k < 2; ++k) {
+    PyObject* pin = PyObject_GetAttrString(op_class, attrs[k]);
+    if (!pin) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+      continue;
+    }
+    const bool bad = pin != Py_None && pin != reinterpret_cast<PyObject*>(actual[k]);
+    Py_DECREF(pin);
+    if (bad) {
+      PyErr_Format(PyExc_TypeError, "Evictable tier move %s -> %s resolves to %s, which is pinned to other carrier "
+                   "classes", tname(src), tname(dst), tname(reinterpret_cast<PyTypeObject*>(op_class)));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// One edge between the tiers: resolvable, pins matching, and registered
+// (not the elementwise fallback) when metal is set.
+int check_edge(PyTypeObject* src, PyTypeObject* dst, bool metal) {
+  PyObject* op = move_resolve_route(src, dst);
+  if (!op) return -1;
+  int rc = check_pins(op, src, dst);
+  if (rc == 0 && metal && op == reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type)) {
+    PyErr_Format(PyExc_NotImplementedError,
+                 "an Evictable with a Metal tier needs a registered move operation for every edge, and none is "
+                 "registered for (%s, %s)",
+                 tname(src), tname(dst));
+    rc = -1;
+  }
+  Py_DECREF(op);
+  return rc;
+}
+
+// Every check of the constructor, in order, before anything is claimed.
+int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, int* primary_mutable) {
+  const char* role[2] = {"primary", "secondary"};
+  PyObject* tier[2] = {p, s};
+  for (int k = 0; k < 2; ++k) {
+    if (!is_carrier(tier[k])) {
+      PyErr_Format(PyExc_TypeError, "Evictable %s must be a Carrier, not %.100s", role[k], oname(tier[k]));
+      return -1;
+    }
+  }
+  if (p == s) {
+    PyErr_SetString(PyExc_ValueError, "Evictable primary and secondary must be distinct carriers");
+    return -1;
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (carrier_is_released(tier[k])) {
+      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is released", role[k], oname(tier[k]));
+      return -1;
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (carrier_is_owned(tier[k])) {
+      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is already owned by another carrier or a pending move",
+                   role[k], oname(tier[k]));
+      return -1;
+    }
+  }
+  PyObject* pd = carrier_dtype(p);
+  if (!pd) return -1;
+  PyObject* sd = carrier_dtype(s);
+  if (!sd) {
+    Py_DECREF(pd);
+    return -1;
+  }
+  int same = PyObject_RichCompareBool(pd, sd, Py_EQ);
+  if (same == 0)
+    PyErr_Format(PyExc_TypeError, "Evictable tiers must have identical dtype: primary is %R, secondary is %R", pd, sd);
+  else if (same > 0 && !dtype_singleton(dtype_code(pd))) {
+    PyErr_Format(PyExc_TypeError, "Evictable tiers need a built-in simple dtype, not %R", pd);
+    same = -1;
+  }
+  *dtype = dtype_code(pd);
+  Py_DECREF(pd);
+  Py_DECREF(sd);
+  if (same <= 0) return -1;
+  int m = carrier_is_mutable(s);
+  if (m < 0) return -1;
+  if (!m) {
+    PyErr_Format(PyExc_RuntimeError, "Evictable secondary %s carrier must be mutable (eviction writes into it)",
+                 oname(s));
+    return -1;
+  }
+  *primary_mutable = carrier_is_mutable(p);
+  if (*primary_mutable < 0) return -1;
+  Py_ssize_t n = carrier_size(p);
+  if (n < 0) return -1;
+  if (n == 0) {
+    PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", oname(p));
+    return -1;
+  }
+  Py_ssize_t sn = carrier_size(s);
+  if (sn < 0) return -1;
+  if (sn != 0 && sn < n) {
+    PyErr_Format(PyExc_ValueError,
+                 "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (pass an empty "
+                 "secondary that can grow, or one of at least the primary's size)",
+                 oname(s), sn, n);
+    return -1;
+  }
+  const bool metal = PyObject_TypeCheck(p, &Metal_Type) || PyObject_TypeCheck(s, &Metal_Type);
+  if (check_edge(Py_TYPE(p), Py_TYPE(s), metal) < 0 || check_edge(Py_TYPE(s), Py_TYPE(p), metal) < 0) return -1;
+  *slots = n;
+  return 0;
+}
+
+// Validates, then claims both tiers. 0 / -1 (nothing claimed on failure).
+int setup(PyObject* self, PyObject* p, PyObject* s) {
+  EvictableImpl* e = impl(self);
+  if (e->initialised || as_carrier(self)->released) {
+    PyErr_SetString(PyExc_RuntimeError, "Evictable.__init__() cannot be called twice");
+    return -1;
+  }
+  Py_ssize_t slots;
+  sw::DTypeCode dtype;
+  int primary_mutable;
+  if (validate(p, s, &slots, &dtype, &primary_mutable) < 0) return -1;
+  int64_t pt = carrier_claim(p);
+  if (!pt) return -1;
+  int64_t st = carrier_claim(s);
+  if (!st) {
+    carrier_relinquish(p, pt);
+    return -1;
+  }
+  e->ev.primary = Py_NewRef(p);
+  e->ev.secondary = Py_NewRef(s);
+  e->ev.primary_token = pt;
+  e->ev.secondary_token = st;
+  e->ev.evicted = false;
+  e->slots = slots;
+  e->dtype = dtype;
+  e->initialised = true;
+  e->ev.base.constructed_mutable = primary_mutable != 0;
+  return 0;
+}
+
+PyObject* Evictable_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = carrier_alloc(type, &evictable_vt);
+  if (!self) return nullptr;
+  EvictableImpl* e = impl(self);
+  e->ev.primary = nullptr;
+  e->ev.secondary = nullptr;
+  e->ev.primary_token = 0;
+  e->ev.secondary_token = 0;
+  e->ev.evicted = false;
+  e->slots = 0;
+  e->dtype = sw::DTypeCode::Float32;
+  e->initialised = false;
+  return self;
+}
+
+PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* secondary) {
+  PyObject* args = PyTuple_New(0);
+  if (!args) return nullptr;
+  PyObject* self = type->tp_new(type, args, nullptr);
+  Py_DECREF(args);
+  if (!self) return nullptr;
+  if (!PyObject_TypeCheck(self, &Evictable_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return an Evictable", type->tp_name);
+    Py_DECREF(self);
+    return nullptr;
+  }
+  if (setup(self, primary, secondary) < 0) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  return self;
+}
+
+int Evictable_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"primary", "secondary", nullptr};
+  PyObject *p, *s;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:Evictable", const_cast<char**>(kw), &p, &s)) return -1;
+  return setup(self, p, s);
+}
+
+int Evictable_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(as_ev(self)->primary);
+  Py_VISIT(as_ev(self)->secondary);
+  return 0;
+}
+
+// Collected in a cycle: the tiers die with their owner, as on release.
+int Evictable_clear(PyObject* self) {
+  EvictableObject* o = as_ev(self);
+  drop_tiers(o);
+  Py_CLEAR(o->primary);
+  Py_CLEAR(o->secondary);
+  return 0;
+}
+
+void Evictable_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  Evictable_clear(self);
+  carrier_dealloc(self);
+}
+
+// ------------------------------------------------------------ methods
+
+PyObject* Evictable_evict(PyObject* self, PyObject*) {
+  EvictableImpl* e = impl(self);
+  EvictableObject* o = &e->ev;
+  if (check_tiers(self) < 0) return nullptr;
+  int64_t me;
+  if (lock(self, "evict", &me) < 0) return nullptr;
+  if (o->evicted) {
+    unlock(self, me);
+    Py_RETURN_NONE;
+  }
+  PyObject* t = whole(o->primary, e->slots);
+  PyObject* r = t ? move_lowered(t, o->secondary, o->primary_token, o->secondary_token) : nullptr;
+  Py_XDECREF(t);
+  if (!r) {
+    unlock(self, me);
+    return nullptr;
+  }
+  Py_DECREF(r);
+  // The values are in the secondary: give the primary's storage up. A
+  // failing release hook keeps it (claimed again), still promoted.
+  const int64_t pt = o->primary_token;
+  if (carrier_relinquish(o->primary, pt) < 0 || carrier_release(o->primary) < 0) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary)) {
+      o->primary_token = carrier_claim(o->primary);
+      if (!o->primary_token) PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+    unlock(self, me);
+    return nullptr;
+  }
+  o->primary_token = 0;
+  o->evicted = true;
+  unlock(self, me);
+  Py_RETURN_NONE;
+}
+
+PyObject* Evictable_promote(PyObject* self, PyObject*) {
+  EvictableImpl* e = impl(self);
+  EvictableObject* o = &e->ev;
+  if (check_tiers(self) < 0) return nullptr;
+  int64_t me;
+  if (lock(self, "promote", &me) < 0) return nullptr;
+  if (!o->evicted) {
+    unlock(self, me);
+    Py_RETURN_NONE;
+  }
+  // Fresh primary storage of the exact class (mutable: the Evictable keeps
+  // its own mutability; the tier is owned and never publicly writable).
+  PyObject* fresh = carrier_allocate_like(o->primary, e->slots, true, nullptr, true);
+  int64_t ft = 0;
+  PyObject *t = nullptr, *r = nullptr;
+  if (!fresh) goto error;
+  ft = carrier_claim(fresh);
+  if (!ft) goto error;
+  t = whole(o->secondary, e->slots);
+  if (!t) goto error;
+  r = move_lowered(t, fresh, o->secondary_token, ft);
+  Py_DECREF(t);
+  if (!r) goto error;
+  Py_DECREF(r);
+  Py_SETREF(o->primary, fresh);
+  o->primary_token = ft;
+  o->evicted = false;
+  unlock(self, me);
+  Py_RETURN_NONE;
+
+error:
+  if (fresh) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (ft && carrier_relinquish(fresh, ft) < 0) PyErr_Clear();
+    if (carrier_release(fresh) < 0) PyErr_Clear();
+    Py_DECREF(fresh);
+    PyErr_Restore(et, ev, tb);
+  }
+  unlock(self, me);
+  return nullptr;
+}
+
+PyObject* Evictable_is_evicted(PyObject* self, PyObject*) { return PyBool_FromLong(as_ev(self)->evicted); }
+
+PyObject* tier_or_none(PyObject* tier) { return tier ? Py_NewRef(tier) : Py_NewRef(Py_None); }
+PyObject* Evictable_get_primary(PyObject* self, void*) { return tier_or_none(as_ev(self)->primary); }
+PyObject* Evictable_get_secondary(PyObject* self, void*) { return tier_or_none(as_ev(self)->secondary); }
+
+PyMethodDef Evictable_methods[] = {
+    {"evict", Evictable_evict, METH_NOARGS,
+     "Move the values into the secondary through the exact-pair move route, then release the primary's "
+     "storage. No-op when already evicted. On failure the Evictable stays promoted with its values."},
+    {"promote", Evictable_promote, METH_NOARGS,
+     "Allocate fresh primary storage of the primary's exact class and move the values back into it. No-op "
+     "when promoted. On failure the Evictable stays evicted with its values."},
+    {"is_evicted", Evictable_is_evicted, METH_NOARGS, "True while the values live in the secondary."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Evictable_getset[] = {
+    {"primary", Evictable_get_primary, nullptr,
+     "The primary tier: the supplied carrier until the first eviction, released while evicted, and the freshly "
+     "allocated carrier of the same class after each promotion. Owned: read-only to everyone else.",
+     nullptr},
+    {"secondary", Evictable_get_secondary, nullptr,
+     "The secondary tier (the supplied carrier throughout). Owned: read-only to everyone else.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+}  // namespace
+
+PyTypeObject Evictable_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave.Evictable",             /* tp_name */
+    sizeof(EvictableImpl),               /* tp_basicsize */
+};
+
+int evictable_module_init(PyObject* module) {
+  Evictable_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  Evictable_Type.tp_doc =
+      "Evictable(primary, secondary)\n\n"
+      "A two-tier carrier that owns both tiers: values live in primary while promoted and in secondary while "
+      "evicted. evict() moves them into the secondary (an empty secondary grows) through the exact-pair move "
+      "route of the tiers' classes and releases the primary's storage; promote() allocates fresh storage of the "
+      "primary's exact class and moves them back (`primary` is then that new carrier; `secondary` stays the "
+      "supplied one). A failed transition keeps the previous residency and values.\n\n"
+      "Tiers must be distinct (ValueError), live (RuntimeError), unowned (RuntimeError), Carriers (TypeError) of "
+      "identical dtype (TypeError); the secondary mutable (RuntimeError) and, when not empty, at least as large "
+      "as the primary; the primary non-empty (ValueError). A Metal tier needs registered move operations for both "
+      "edges (NotImplementedError). Nothing is claimed unless every check passes.\n\n"
+      "Reads and writes while evicted raise RuntimeError ('evicted'). A write through a promoted Evictable adds 1 "
+      "to the Evictable's version (not the tier's). The tiers are owned, so they are not publicly mutable and "
+      "export read-only; the Evictable itself refuses DLPack in both residencies. size() follows the residency. "
+      "release() relinquishes and releases both tiers. An Evictable is a move destination only while promoted.";
+  Evictable_Type.tp_base = &Carrier_Type;
+  Evictable_Type.tp_new = Evictable_new;
+  Evictable_Type.tp_init = Evictable_init;
+  Evictable_Type.tp_dealloc = Evictable_dealloc;
+  Evictable_Type.tp_traverse = Evictable_traverse;
+  Evictable_Type.tp_clear = Evictable_clear;
+  Evictable_Type.tp_methods = Evictable_methods;
+  Evictable_Type.tp_getset = Evictable_getset;
+  return add_type(module, &Evictable_Type, "Evictable");
+}
+
 }  // namespace swpy
