@@ -171,11 +171,19 @@ int index_from_key(PyObject* key, Py_ssize_t* out) {
 // ------------------------------------------------------------ Python type
 
 PyObject* Carrier_new(PyTypeObject* type, PyObject*, PyObject*) {
-  // Arguments belong to the subclass's __init__.
+  // Arguments belong to the subclass's __init__. Building an instance
+  // observes its class (a CarrierDefinition can no longer be registered).
+  if (type != &Carrier_Type && extension_observe_class(type) < 0) return nullptr;
   return carrier_alloc(type, nullptr);
 }
 
-int Carrier_init(PyObject*, PyObject* args, PyObject* kwargs) {
+int Carrier_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  // A definition-backed class is built as Cls(slots, *, dtype, mutable=True).
+  if (Py_TYPE(self) != &Carrier_Type) {
+    int defined = extension_observe_class(Py_TYPE(self));
+    if (defined < 0) return -1;
+    if (defined) return extension_carrier_init(self, args, kwargs);
+  }
   if ((args && PyTuple_GET_SIZE(args) != 0) || (kwargs && PyDict_GET_SIZE(kwargs) != 0)) {
     PyErr_SetString(PyExc_TypeError, "Carrier.__init__() takes no arguments");
     return -1;
@@ -189,10 +197,13 @@ PyObject* Carrier_repr(PyObject* self) {
   CarrierObject* o = as_carrier(self);
   if (!o->vt) return PyBaseObject_Type.tp_repr(self);
   if (o->released) return PyUnicode_FromFormat("<%s released>", type_name(self));
+  // A definition-backed carrier's size comes from a provider that may raise.
+  Py_ssize_t n = o->vt->size(o);
+  if (n < 0) return nullptr;
   PyObject* d = native_dtype(self);
   if (!d) return nullptr;
   PyObject* r = PyUnicode_FromFormat("<%s size=%zd dtype=%R version=%llu%s>", type_name(self),
-                                     o->vt->size(o), d, static_cast<unsigned long long>(o->version),
+                                     n, d, static_cast<unsigned long long>(o->version),
                                      o->constructed_mutable ? "" : " immutable");
   Py_DECREF(d);
   return r;
@@ -237,6 +248,7 @@ PyObject* Carrier_release(PyObject* self, PyObject*) {
 
 PyObject* Carrier_priv_release(PyObject* self, PyObject*) {
   native_release(self);
+  if (PyErr_Occurred()) return nullptr;  // a StorageProvider.release() raised
   Py_RETURN_NONE;
 }
 
@@ -502,6 +514,9 @@ int carrier_release(PyObject* c) {
   // not call super()._release() (vt->release is idempotent).
   native_release(c);
   o->released = true;
+  // A definition-backed carrier's StorageProvider.release() may raise (it
+  // still ran exactly once and the carrier is released).
+  if (PyErr_Occurred()) return -1;
   return 0;
 }
 

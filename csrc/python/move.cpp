@@ -356,7 +356,9 @@ int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
 
 // ------------------------------------------------------------ move jobs
 
-enum class CopyKind { Native, Python };
+// Provider: a carrier-definition route whose submit() returned a
+// ProviderCompletion; the worker waits on it (extension.cpp hooks).
+enum class CopyKind { Native, Python, Provider };
 
 // One submitted move. Owned by the worker job; every PyObject is a strong
 // reference released at the end of the terminal commit, under the GIL.
@@ -369,6 +371,7 @@ struct MoveJob {
   PyObject* handle = nullptr;   // AwaitMove
   PyObject* session = nullptr;  // profiler session or NULL
   PyObject* shapes = nullptr;   // (shape,) for profiling
+  PyObject* completion = nullptr;  // ProviderCompletion (CopyKind::Provider)
   int64_t src_token = 0, dst_token = 0;
   uint64_t src_version = 0, dst_version = 0;
   Py_ssize_t count = 0;  // layout cosize
@@ -387,6 +390,7 @@ struct MoveJob {
     Py_CLEAR(handle);
     Py_CLEAR(session);
     Py_CLEAR(shapes);
+    Py_CLEAR(completion);
   }
 };
 
@@ -527,12 +531,38 @@ void run_job(MoveJob* j) {
     if (nomem) PyErr_NoMemory();
     if (failed) raise_plan_error(err);
     ok = !failed && !nomem;
+  } else if (j->kind == CopyKind::Provider) {
+    ok = move_route_hooks.wait(j->completion) == 0;
   } else {
     ok = run_python_copy(j) == 0;
   }
   commit(j, ok);
   PyGILState_Release(g);
   flight_end();
+}
+
+// Runs a route's PreparedTransfer.submit() on the calling thread with grad
+// mode off and owner access to both carriers (as a _copy hook runs). 0
+// finished, 1 with j->completion set, -1 with an exception set.
+int run_provider_submit(MoveJob* j, PyObject* prepared) {
+  const bool prev = grad_enabled();
+  set_grad_enabled(false);
+  int rc = -1;
+  bool src_access = false, dst_access = false;
+  if (carrier_begin_access(j->source, j->src_token) == 0) {
+    src_access = true;
+    if (carrier_begin_access(j->dest, j->dst_token) == 0) {
+      dst_access = true;
+      rc = move_route_hooks.submit(prepared, &j->completion);
+    }
+  }
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (dst_access && carrier_end_access(j->dest, j->dst_token) < 0) PyErr_Clear();
+  if (src_access && carrier_end_access(j->source, j->src_token) < 0) PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+  set_grad_enabled(prev);
+  return rc;
 }
 
 // Chooses how the worker copies: natively (the operation's _copy is a
@@ -680,10 +710,25 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     }
   }
 
+  // A carrier-definition route is prepared now, after every validation and
+  // before anything is claimed or allocated (extension.cpp); a declined
+  // route may fall back to the elementwise operation.
+  PyObject* prepared = nullptr;
+  if (move_route_hooks.prepare) {
+    int r = move_route_hooks.prepare(cls, tensor, dest, op_instance == nullptr, &prepared);
+    if (r < 0) {
+      Py_DECREF(cls);
+      Py_XDECREF(reverse);
+      return nullptr;
+    }
+    if (r == 2) Py_SETREF(cls, Py_NewRef(reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type)));
+  }
+
   auto* j = new (std::nothrow) MoveJob();
   if (!j) {
     Py_DECREF(cls);
     Py_XDECREF(reverse);
+    Py_XDECREF(prepared);
     return PyErr_NoMemory();
   }
   j->tensor = Py_NewRef(tensor);
@@ -741,7 +786,10 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
   }
   j->handle = await_new(&AwaitMove_Type);
   if (!j->handle) goto error;
-  if (plan_copy(j) < 0) goto error;
+  if (prepared)
+    j->kind = CopyKind::Provider;
+  else if (plan_copy(j) < 0)
+    goto error;
   if (session) {
     j->session = Py_NewRef(session);
     j->shapes = PyTuple_Pack(1, reinterpret_cast<LayoutObject*>(t->layout)->shape);
@@ -754,6 +802,37 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     PyObject* shapes = Py_XNewRef(j->shapes);
     const int64_t submit_id = j->submit_id;
     j->transfer_start_ns = sw::now_ns();
+    if (prepared) {
+      // The route submits on this thread. From here a failure is the
+      // handle's: submit() returning None (or raising, or returning no
+      // valid completion) commits inline; a completion goes to a worker.
+      const int r = run_provider_submit(j, prepared);
+      Py_CLEAR(prepared);
+      if (r == 1) {
+        flight_begin();
+        try {
+          sw::submit([j] { run_job(j); });
+        } catch (...) {
+          flight_end();
+          PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
+          commit(j, false);
+        }
+      }
+      if (session) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);  // a failed submit(): the handle's, below
+        const int64_t now = sw::now_ns();
+        if (profiler_record(session, submit_id, profiler_parent_id(session), "move.submit",
+                            reinterpret_cast<PyObject*>(Py_TYPE(src)), cls, shapes, entry_ns, now - entry_ns,
+                            current_thread_id(), true) < 0)
+          PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+      }
+      if (r != 1) commit(j, r == 0);
+      Py_XDECREF(shapes);
+      Py_DECREF(cls);
+      return handle;
+    }
     flight_begin();
     try {
       sw::submit([j] { run_job(j); });
@@ -794,6 +873,7 @@ error:
     PyErr_Restore(et, ev, tb);
   }
   Py_XDECREF(reverse);
+  Py_XDECREF(prepared);
   Py_DECREF(cls);
   j->drop_refs();
   delete j;

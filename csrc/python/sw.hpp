@@ -314,9 +314,24 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination);
 //    new reference to the MoveOperation subclass that performs the pair;
 //    0 when the legacy registry governs the pair; -1 with an exception
 //    (NotImplementedError naming both classes when nothing is permitted).
+//  prepare: called by move_async after every validation (and the reverse-
+//    route capture), before ownership is claimed or anything allocated.
+//    For a route operation class it runs TransferProvider.prepare (grad
+//    mode off): 1 with *prepared a new reference to the PreparedTransfer;
+//    2 when the provider declined and the elementwise fallback is permitted
+//    (only when allow_fallback); 0 when op_class is not a route class; -1
+//    with an exception (raised from move_async).
+//  submit: runs PreparedTransfer.submit() (the caller holds owner access to
+//    both carriers and has grad mode off): 0 finished inline; 1 with
+//    *completion a new reference to a validated ProviderCompletion; -1 with
+//    an exception (the handle's failure).
+//  wait: blocks in completion.wait() (GIL held, on a worker). 0 / -1.
 struct MoveRouteHooks {
   int (*legacy_check)(PyTypeObject* src, PyTypeObject* dst);
   int (*resolve)(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class);
+  int (*prepare)(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allow_fallback, PyObject** prepared);
+  int (*submit)(PyObject* prepared, PyObject** completion);
+  int (*wait)(PyObject* completion);
 };
 extern MoveRouteHooks move_route_hooks;
 // Exact-pair resolution as move uses it (hooks first, then the legacy
@@ -332,6 +347,17 @@ PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
 // release; both versions stay as they were. New reference to the result
 // Tensor over destination at offset 0, or NULL.
 PyObject* move_lowered(PyObject* tensor, PyObject* destination, int64_t src_token, int64_t dst_token);
+// ------------------------------------------------------------ extension.cpp
+// Definition-backed Python carriers; carrier.cpp calls these from Carrier's
+// tp_new / tp_init.
+// Observes type and its Python bases (definition sealing). 1 when type's
+// storage comes from a CarrierDefinition (own or inherited), 0 when not,
+// -1 with an exception.
+int extension_observe_class(PyTypeObject* type);
+// __init__ of a definition-backed class: Cls(slots, *, dtype, mutable=True)
+// checks the dtype with supports_dtype, installs the storage-provider
+// vtable and allocates the slots. 0 / -1.
+int extension_carrier_init(PyObject* self, PyObject* args, PyObject* kwargs);
 // ------------------------------------------------------------- profiler.cpp
 // Profiling hooks used by operations and moves. A session is the object the
 // active profile(...) context owns; it is thread-local to the thread that
