@@ -136,7 +136,8 @@ class NumPyBaselines:
 
         n = SIZES[size] // 4
         self.src = np.arange(n, dtype=np.float32)
-        self.dst = np.zeros(n, dtype=np.float32)
+        self.dst = np.empty(n, dtype=np.float32)
+        self.dst.fill(0.0)  # fault the pages in, as the CPU destinations are
         fd, self.path = tempfile.mkstemp(suffix=".bin")
         os.close(fd)
 
