@@ -1,0 +1,578 @@
+"""Carrier extension: records, registration and sealing, definition-backed
+storage (spec: "Move routes are exact and definition-owned"; API.md 8 and 10).
+
+The helpers at the top (fresh definition-backed classes per test, since the
+registry is process-global and sealed) are shared with
+test_extension_routes.py.
+"""
+import struct
+import threading
+
+import pytest
+
+import strideweave as sw
+from strideweave.carriers import extension as ext
+
+F32 = sw.DType.Float32
+I32 = sw.DType.Int32
+WAIT = 10.0
+ZERO = {F32: 0.0, I32: 0, sw.DType.Bool: False}
+
+
+# ------------------------------------------------------------ helpers
+
+class Log:
+    """Counts storage-provider calls per carrier class."""
+
+    def __init__(self):
+        self.releases = []
+        self.allocations = []
+
+
+def list_storage(log=None, fallback=False, dtypes=(F32, I32)):
+    """A StorageProvider keeping a carrier's slots in a Python list."""
+    log = log if log is not None else Log()
+
+    def allocate(c, n):
+        log.allocations.append((c, n))
+        c._slots = [ZERO[c.dtype()]] * n
+
+    def release(c):
+        log.releases.append(c)
+        c._slots = []
+
+    return ext.StorageProvider(
+        supports_dtype=lambda c, dtype: dtype in dtypes,
+        physical_size=lambda c: len(c.__dict__.get("_slots", ())),
+        allocate=allocate,
+        release=release,
+        read=lambda c, i: c._slots[i],
+        write=lambda c, i, v: c._slots.__setitem__(i, v),
+        elementwise_fallback=fallback,
+    )
+
+
+def packed_storage(log=None, fallback=False):
+    """A StorageProvider packing Float32/Int32 slots into a bytearray."""
+    log = log if log is not None else Log()
+    fmt = {F32: "f", I32: "i"}
+
+    def allocate(c, n):
+        log.allocations.append((c, n))
+        c._buf = bytearray(4 * n)
+
+    def release(c):
+        log.releases.append(c)
+        c._buf = bytearray()
+
+    return ext.StorageProvider(
+        supports_dtype=lambda c, dtype: dtype in fmt,
+        physical_size=lambda c: len(c.__dict__.get("_buf", b"")) // 4,
+        allocate=allocate,
+        release=release,
+        read=lambda c, i: struct.unpack_from(fmt[c.dtype()], c._buf, 4 * i)[0],
+        write=lambda c, i, v: struct.pack_into(fmt[c.dtype()], c._buf, 4 * i, v),
+        elementwise_fallback=fallback,
+    )
+
+
+def fresh(name, base=sw.Carrier):
+    """A fresh, unobserved carrier class."""
+    return type(name, (base,), {})
+
+
+class RouteLog:
+    """What the route providers of a test saw."""
+
+    def __init__(self):
+        self.prepared = []   # (route_id, TransferRequest)
+        self.submitted = []  # route_id
+        self.grad_modes = []  # (stage, is_grad_enabled())
+        self.lock = threading.Lock()
+
+
+def copy_span(request):
+    """Bulk-copy the whole physical span (holes included) through the
+    carriers' public slots: submit() runs with owner access to both."""
+    src = request.tensor.carrier
+    off = request.tensor.offset
+    for i in range(request.physical_span):
+        request.destination[i] = src[off + i]
+
+
+def provider(route_id, log, result=lambda request: None, unsupported=None, prepare_error=None):
+    """A TransferProvider that records its calls, copies the span in
+    submit() and returns result(request) from it."""
+
+    def prepare(request):
+        log.prepared.append((route_id, request))
+        log.grad_modes.append(("prepare", sw.is_grad_enabled()))
+        if prepare_error is not None:
+            raise prepare_error
+        if unsupported is not None:
+            return ext.Unsupported(unsupported)
+
+        def submit():
+            log.submitted.append(route_id)
+            log.grad_modes.append(("submit", sw.is_grad_enabled()))
+            copy_span(request)
+            return result(request)
+
+        return ext.PreparedTransfer(submit)
+
+    return ext.TransferProvider(prepare)
+
+
+def route(src, dst, route_id, log, **kw):
+    return ext.TransferRoute(src, dst, route_id, provider(route_id, log, **kw))
+
+
+def define(cls, storage, *routes):
+    ext.register_carrier_definition(cls, ext.CarrierDefinition(storage, routes))
+    return cls
+
+
+def family(host_fallback=False, packed_fallback=False, host_to_packed=True, packed_to_host=True, **route_kw):
+    """Fresh HostSlots (list) and PackedSlots (bytearray) classes with routes
+    between them as requested. Returns (HostSlots, PackedSlots, RouteLog,
+    storage Log)."""
+    log, slog = RouteLog(), Log()
+    Host, Packed = fresh("HostSlots"), fresh("PackedSlots")
+    define(Host, list_storage(slog, host_fallback),
+           *([route(Host, Packed, "host-to-packed", log, **route_kw)] if host_to_packed else []))
+    define(Packed, packed_storage(slog, packed_fallback),
+           *([route(Packed, Host, "packed-to-host", log)] if packed_to_host else []))
+    return Host, Packed, log, slog
+
+
+def filled(cls, vals, dtype=F32, size=None):
+    c = cls(size if size is not None else len(vals), dtype=dtype)
+    for i, v in enumerate(vals):
+        c[i] = v
+    return c
+
+
+def tensor_of(cls, vals, dtype=F32, layout=None, offset=0, size=None):
+    layout = layout if layout is not None else sw.Layout.canonical(sw.Shape([len(vals)]))
+    c = filled(cls, vals, dtype, size)
+    return sw.Tensor(c, offset, layout)
+
+
+def values(t):
+    return [t[i] for i in range(t.size())]
+
+
+def slots(c):
+    return [c[i] for i in range(c.size())]
+
+
+class HeldCompletion(ext.ProviderCompletion):
+    """A ProviderCompletion the test finishes: done follows an Event; wait()
+    blocks on it, then raises error (if any)."""
+
+    def __init__(self, error=None):
+        self.event = threading.Event()
+        self.error = error
+        self.wait_threads = []
+        self.grad_modes = []
+
+    @property
+    def done(self):
+        return self.event.is_set()
+
+    def wait(self):
+        self.wait_threads.append(threading.get_ident())
+        self.grad_modes.append(sw.is_grad_enabled())
+        assert self.event.wait(WAIT), "the test never finished the held completion"
+        if self.error is not None:
+            raise self.error
+
+
+# ------------------------------------------------------------ names
+
+NAMES = ["CarrierDefinition", "StorageProvider", "TransferProvider", "TransferRoute", "TransferRequest",
+         "PreparedTransfer", "Unsupported", "ProviderCompletion", "register_carrier_definition"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_extension_names_are_one_object_under_every_path(name):
+    assert getattr(ext, name) is getattr(sw, name) is getattr(sw._core, name)
+    assert name in ext.__all__
+
+
+# ------------------------------------------------------------ records
+
+def some_records():
+    Host = fresh("RecordHost")
+    tp = ext.TransferProvider(lambda r: None)
+    t = sw.Tensor(sw.CPU(2), 0, sw.Layout.canonical(sw.Shape([2])))
+    return {
+        "storage": list_storage(),
+        "provider": tp,
+        "route": ext.TransferRoute(Host, sw.CPU, "r", tp),
+        "definition": ext.CarrierDefinition(list_storage()),
+        "request": ext.TransferRequest(t, sw.CPU(2), sw.CPU, sw.CPU, F32, t.layout, 2),
+        "prepared": ext.PreparedTransfer(lambda: None),
+        "unsupported": ext.Unsupported("why"),
+    }
+
+
+@pytest.mark.parametrize("kind,field", [
+    ("storage", "read"), ("storage", "elementwise_fallback"), ("provider", "prepare"),
+    ("route", "route_id"), ("route", "source_class"), ("definition", "transfers"), ("definition", "storage"),
+    ("request", "physical_span"), ("request", "tensor"), ("prepared", "submit"), ("unsupported", "reason"),
+])
+def test_records_are_immutable(kind, field):
+    rec = some_records()[kind]
+    before = getattr(rec, field)
+    with pytest.raises(AttributeError):
+        setattr(rec, field, before)
+    with pytest.raises(AttributeError):
+        delattr(rec, field)
+    with pytest.raises(AttributeError):
+        rec.extra = 1
+    assert getattr(rec, field) is before
+    assert type(rec).__name__ in repr(rec)
+
+
+def test_record_fields_and_defaults():
+    r = some_records()
+    assert r["storage"].elementwise_fallback is False
+    assert r["definition"].transfers == ()
+    assert r["route"].route_id == "r" and r["route"].destination_class is sw.CPU
+    assert r["unsupported"].reason == "why"
+    routes = [r["route"]]
+    d = ext.CarrierDefinition(r["storage"], routes)  # any iterable, kept as a tuple
+    assert d.transfers == (r["route"],) and d.storage is r["storage"]
+
+
+def storage_kwargs(**over):
+    kw = dict(supports_dtype=lambda c, d: True, physical_size=lambda c: 0, allocate=lambda c, n: None,
+              release=lambda c: None, read=lambda c, i: 0.0, write=lambda c, i, v: None)
+    kw.update(over)
+    return kw
+
+
+@pytest.mark.parametrize("build,fragment", [
+    (lambda: ext.StorageProvider(**storage_kwargs(read=3)), "read must be callable"),
+    (lambda: ext.StorageProvider(**storage_kwargs(supports_dtype=None)), "supports_dtype must be callable"),
+    (lambda: ext.StorageProvider(**storage_kwargs(), elementwise_fallback=1), "elementwise_fallback must be a bool"),
+    (lambda: ext.TransferProvider("prepare"), "prepare must be callable"),
+    (lambda: ext.TransferRoute(object, sw.CPU, "r", ext.TransferProvider(print)), "source_class"),
+    (lambda: ext.TransferRoute(sw.CPU, sw.CPU(1), "r", ext.TransferProvider(print)), "destination_class"),
+    (lambda: ext.TransferRoute(sw.CPU, sw.CPU, 7, ext.TransferProvider(print)), "route_id must be a str"),
+    (lambda: ext.TransferRoute(sw.CPU, sw.CPU, "r", print), "provider must be a TransferProvider"),
+    (lambda: ext.CarrierDefinition(storage_kwargs()), "storage must be a StorageProvider"),
+    (lambda: ext.CarrierDefinition(ext.StorageProvider(**storage_kwargs()), 5), "iterable of TransferRoute"),
+    (lambda: ext.CarrierDefinition(ext.StorageProvider(**storage_kwargs()), ["r"]), "TransferRoute"),
+    (lambda: ext.PreparedTransfer(None), "submit must be callable"),
+    (lambda: ext.Unsupported(b"bytes"), "reason must be a str"),
+    (lambda: ext.TransferRequest(1, sw.CPU(1), sw.CPU, sw.CPU, F32, sw.Layout.canonical(sw.Shape([1])), 1),
+     "tensor must be a Tensor"),
+])
+def test_record_field_types_are_checked(build, fragment):
+    with pytest.raises(TypeError, match=fragment):
+        build()
+
+
+def test_route_id_must_be_non_empty():
+    with pytest.raises(ValueError, match="non-empty"):
+        ext.TransferRoute(sw.CPU, sw.CPU, "", ext.TransferProvider(print))
+
+
+def test_definition_allows_one_route_per_exact_pair():
+    A, B = fresh("DupSource"), fresh("DupDest")
+    log = RouteLog()
+    with pytest.raises(ValueError) as info:
+        ext.CarrierDefinition(list_storage(), [route(A, B, "one", log), route(A, B, "two", log)])
+    assert "DupSource" in str(info.value) and "DupDest" in str(info.value)
+    # Different exact destinations (a class and its subclass) are different pairs.
+    SubB = fresh("SubDupDest", B)
+    d = ext.CarrierDefinition(list_storage(), [route(A, B, "one", log), route(A, SubB, "two", log)])
+    assert len(d.transfers) == 2
+
+
+# ------------------------------------------------------------ registration and sealing
+
+def test_register_returns_none_and_builds_instances():
+    Host = fresh("HostSlots")
+    assert ext.register_carrier_definition(Host, ext.CarrierDefinition(list_storage())) is None
+    c = Host(3, dtype=F32)
+    assert c.size() == 3 and c.dtype() is F32 and slots(c) == [0.0, 0.0, 0.0]
+
+
+def test_register_argument_types():
+    Host = fresh("HostSlots")
+    with pytest.raises(TypeError, match="Carrier subclass"):
+        ext.register_carrier_definition(object, ext.CarrierDefinition(list_storage()))
+    with pytest.raises(TypeError, match="Carrier subclass"):
+        ext.register_carrier_definition(3, ext.CarrierDefinition(list_storage()))
+    with pytest.raises(TypeError, match="CarrierDefinition"):
+        ext.register_carrier_definition(Host, list_storage())
+    # Nothing was registered: the class is still open.
+    define(Host, list_storage())
+
+
+def test_every_route_must_leave_the_registered_class():
+    Host, Other = fresh("HostSlots"), fresh("OtherSlots")
+    log = RouteLog()
+    with pytest.raises(TypeError, match="source_class"):
+        define(Host, list_storage(), route(Other, sw.CPU, "wrong-source", log))
+    # A subclass's definition cannot carry its parent's routes either.
+    Sub = fresh("SubHostSlots", Host)
+    with pytest.raises(TypeError, match="source_class"):
+        define(Sub, list_storage(), route(Host, sw.CPU, "parent-route", log))
+
+
+def test_a_class_is_registered_once():
+    Host = fresh("HostSlots")
+    define(Host, list_storage())
+    with pytest.raises(TypeError, match="already has a CarrierDefinition"):
+        define(Host, list_storage())
+
+
+def observe_by_instance(cls):
+    cls()  # a plain Carrier subclass: Carrier() takes no arguments
+
+
+def observe_by_subclass_instance(cls):
+    fresh("Child", cls)()
+
+
+@pytest.mark.parametrize("observe", [
+    observe_by_instance,
+    observe_by_subclass_instance,
+    lambda cls: sw.dispatch_move(cls, sw.CPU),
+    lambda cls: sw.dispatch_move(sw.CPU, cls),
+    lambda cls: sw.registered_move_operation(cls, sw.CPU, sw.ElementwiseMoveOperation).__enter__(),
+], ids=["instance", "subclass-instance", "dispatch-source", "dispatch-destination", "scoped-registration"])
+def test_register_only_before_observation(observe):
+    Legacy = fresh("ObservedSlots")
+    try:
+        observe(Legacy)
+        with pytest.raises(TypeError, match="observed"):
+            define(Legacy, list_storage())
+    finally:
+        try:
+            sw.unregister_move_operation(Legacy, sw.CPU)
+        except KeyError:
+            pass
+
+
+def test_register_after_a_resolved_route_is_refused():
+    Host = define(fresh("HostSlots"), list_storage())
+    Target = fresh("TargetSlots")
+    t = tensor_of(Host, [1.0])
+    # Resolution of (HostSlots, TargetSlots) observes TargetSlots even
+    # though the move then fails (TargetSlots() is a bare Python carrier).
+    with pytest.raises(NotImplementedError, match="TargetSlots"):
+        with sw.no_grad():
+            sw.move_async(t, Target())
+    with pytest.raises(TypeError, match="observed"):
+        define(Target, list_storage())
+
+
+@pytest.mark.parametrize("name", ["Carrier", "CPU", "Generic", "FileBacked", "Evictable", "Metal"])
+def test_builtin_carriers_get_no_definition(name):
+    cls = getattr(sw, name, None)
+    if cls is None:
+        pytest.skip(f"{name} is not built in this tree yet")
+    with pytest.raises(TypeError, match="built-in"):
+        define(cls, list_storage())
+
+
+def test_subclasses_of_builtin_storage_get_no_definition():
+    with pytest.raises(TypeError, match="built-in"):
+        define(fresh("MyCPU", sw.CPU), list_storage())
+    with pytest.raises(TypeError, match="built-in"):
+        define(fresh("MyGeneric", sw.Generic), list_storage())
+
+
+# ------------------------------------------------------------ definition-backed storage
+
+def test_construction_contract():
+    Host = define(fresh("HostSlots"), list_storage())
+    c = Host(2, dtype=I32)
+    assert c.dtype() is I32 and slots(c) == [0, 0] and c.version == 0
+    assert c.is_mutable() and not c.is_owned() and not c.is_released()
+    frozen = Host(2, dtype=F32, mutable=False)
+    assert not frozen.is_mutable()
+    with pytest.raises(RuntimeError, match="not mutable"):
+        frozen[0] = 1.0
+    assert Host(0, dtype=F32).size() == 0
+    assert "HostSlots" in repr(c) and "size=2" in repr(c)
+
+
+@pytest.mark.parametrize("call,exc,fragment", [
+    (lambda H: H(2), TypeError, "dtype"),
+    (lambda H: H(dtype=F32), TypeError, "slots"),
+    (lambda H: H(2, F32), TypeError, "positional"),
+    (lambda H: H(-1, dtype=F32), ValueError, "non-negative"),
+    (lambda H: H(2.0, dtype=F32), TypeError, "slots must be an int"),
+    (lambda H: H(True, dtype=F32), TypeError, "slots must be an int"),
+    (lambda H: H(2, dtype="Float32"), TypeError, "dtype must be a DType"),
+    (lambda H: H(2, dtype=sw.DType.Bool), ValueError, "does not support dtype"),
+    (lambda H: H(2, dtype=sw.DType.Integer), ValueError, "storage dtype"),
+])
+def test_construction_argument_checks(call, exc, fragment):
+    Host = define(fresh("HostSlots"), list_storage())
+    with pytest.raises(exc, match=fragment):
+        call(Host)
+
+
+def test_init_runs_once():
+    Host = define(fresh("HostSlots"), list_storage())
+    c = Host(1, dtype=F32)
+    with pytest.raises(RuntimeError, match="twice"):
+        c.__init__(1, dtype=F32)
+
+
+def test_provider_results_are_checked():
+    Bad = define(fresh("BadSlots"), ext.StorageProvider(**storage_kwargs(supports_dtype=lambda c, d: 1)))
+    with pytest.raises(TypeError, match="supports_dtype"):
+        Bad(1, dtype=F32)
+    Short = define(fresh("ShortSlots"), ext.StorageProvider(**storage_kwargs()))  # allocate provides nothing
+    with pytest.raises(ValueError, match="provided 0 slots"):
+        Short(2, dtype=F32)
+    Weird = define(fresh("WeirdSize"), ext.StorageProvider(**storage_kwargs(physical_size=lambda c: "2")))
+    with pytest.raises(TypeError, match="physical_size"):
+        Weird(2, dtype=F32)
+
+
+def test_slots_go_through_read_and_write():
+    calls = []
+    store = {}
+
+    def write(c, i, v):
+        calls.append(("write", i, v))
+        store[i] = v
+
+    def read(c, i):
+        calls.append(("read", i))
+        return store.get(i, 0)
+
+    Host = define(fresh("HostSlots"), ext.StorageProvider(**storage_kwargs(
+        physical_size=lambda c: 3, read=read, write=write)))
+    c = Host(3, dtype=F32)
+    c[1] = 0.1  # coerced to binary32 before the provider sees it
+    rounded = struct.unpack("f", struct.pack("f", 0.1))[0]
+    assert calls[-1] == ("write", 1, rounded) and rounded != 0.1
+    assert c.version == 1
+    assert c[1] == rounded and calls[-1] == ("read", 1)
+    store[0] = 3  # a provider returning an int for a Float32 slot
+    assert c[0] == 3.0 and isinstance(c[0], float)  # reads come back canonical
+    with pytest.raises(TypeError):
+        c[2] = "x"
+    with pytest.raises(IndexError):
+        c[3]
+    with pytest.raises(IndexError):
+        c[-1] = 1.0
+    assert c.version == 1
+
+
+def test_packed_storage_round_trips_int32():
+    Packed = define(fresh("PackedSlots"), packed_storage())
+    c = filled(Packed, [1, -2, 2 ** 31 - 1], dtype=I32)
+    assert slots(c) == [1, -2, 2 ** 31 - 1]
+    with pytest.raises(OverflowError):
+        c[0] = 2 ** 31
+
+
+def test_release_calls_the_provider_exactly_once():
+    slog = Log()
+    Host = define(fresh("HostSlots"), list_storage(slog))
+    c = filled(Host, [1.0, 2.0])
+    c.release()
+    c.release()
+    c._release()
+    assert slog.releases == [c]
+    assert c.is_released() and c.size() == 0
+    with pytest.raises(RuntimeError, match="released"):
+        c[0]
+    # A hook-level _release() also counts as the one release.
+    d = filled(Host, [1.0])
+    d._release()
+    d.release()
+    assert slog.releases == [c, d] and d.is_released()
+
+
+def test_a_raising_release_still_releases_once():
+    calls = []
+
+    def release(c):
+        calls.append(c)
+        raise OSError("device gone")
+
+    base = list_storage()
+    fields = ("supports_dtype", "physical_size", "allocate", "read", "write")
+    Raising = define(fresh("RaisingRelease"),
+                     ext.StorageProvider(**{f: getattr(base, f) for f in fields}, release=release))
+    c = Raising(1, dtype=F32)
+    with pytest.raises(OSError, match="device gone"):
+        c.release()
+    c.release()
+    assert calls == [c] and c.is_released()
+
+
+def test_new_like_and_allocate_like_build_the_exact_class():
+    slog = Log()
+    Host = define(fresh("HostSlots"), list_storage(slog))
+    c = filled(Host, [1.0, 2.0])
+    n = c.new_like([3.0, 4.5, 5.0])
+    assert type(n) is Host and n.dtype() is F32 and slots(n) == [3.0, 4.5, 5.0] and n.is_mutable()
+    i = c.new_like([7], dtype=I32, mutable=False)
+    assert i.dtype() is I32 and slots(i) == [7] and not i.is_mutable()
+    c.release()
+    a = c.allocate_like(4)  # works on a released receiver
+    assert type(a) is Host and a.dtype() is F32 and slots(a) == [0.0] * 4
+    e = c.allocate_like(2, dtype=I32, mutable=False, empty=True)
+    assert e.dtype() is I32 and e.size() == 2 and not e.is_mutable()
+    with pytest.raises(ValueError, match="does not support"):
+        c.allocate_like(1, dtype=sw.DType.Bool)
+
+
+def test_subclass_inherits_storage_but_not_routes():
+    Host, Packed, log, _ = family()
+    Sub = fresh("SubHostSlots", Host)  # no definition of its own
+    s = filled(Sub, [1.0, 2.0])
+    assert type(s.new_like([3.0])) is Sub and slots(s) == [1.0, 2.0]
+    with pytest.raises(NotImplementedError, match="SubHostSlots"):
+        with sw.no_grad():
+            sw.move_async(sw.Tensor(s, 0, sw.Layout.canonical(sw.Shape([2]))), Packed(2, dtype=F32))
+    assert log.prepared == []
+
+
+def test_subclass_with_its_own_definition():
+    Host = define(fresh("HostSlots"), list_storage())
+    Sub = define(fresh("SubPacked", Host), packed_storage())
+    s = filled(Sub, [1.5])
+    assert "_buf" in s.__dict__ and "_slots" not in s.__dict__
+
+
+def test_definition_backed_carriers_do_not_export_dlpack():
+    Host = define(fresh("HostSlots"), list_storage())
+    t = tensor_of(Host, [1.0])
+    with pytest.raises(BufferError, match="DLPack is not supported"):
+        t.__dlpack__()
+
+
+# ------------------------------------------------------------ ProviderCompletion
+
+def test_provider_completion_is_an_open_base():
+    base = ext.ProviderCompletion()
+    with pytest.raises(NotImplementedError, match="wait"):
+        base.wait()
+    assert not hasattr(base, "__await__")
+    held = HeldCompletion()
+    assert isinstance(held, ext.ProviderCompletion) and held.done is False
+    held.event.set()
+    assert held.done is True and held.wait() is None
+
+    class Flagged(ext.ProviderCompletion):
+        def __init__(self):
+            self.done = True  # a plain attribute is a valid done
+
+        def wait(self):
+            return None
+
+    assert Flagged().done is True
