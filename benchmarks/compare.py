@@ -15,7 +15,9 @@ Cases
   move        CPU->CPU of a 256 MiB span, contiguous and strided (every other
               slot), vs np.copyto on the same views. Both destinations are
               already faulted in; each move gets a fresh filled source
-              (built outside the timing: a move consumes its source)
+              (built outside the timing: a move consumes its source), and
+              releasing that source is part of the move; the next row
+              shows what freeing 256 MiB costs each library
   file        CPU->FileBacked, FileBacked->CPU and the round trip vs
               ndarray.tofile, np.fromfile and both (fresh, unfaulted
               destination on both sides, as np.fromfile allocates)
@@ -181,6 +183,11 @@ def main(argv=None):
         add(f"move CPU->CPU {name} {label}  vs np.copyto", o, p)
         del src, dst, sv, dv
 
+    # A move releases its source; freeing 256 MiB is part of its time.
+    o, p = single_pair(lambda: sw.CPU(n), lambda c: c.release(),
+                       lambda: [np.ones(n, dtype=np.float32)], lambda box: box.clear(), rep)
+    add(f"CPU({label}).release()  vs freeing an ndarray", o, p)
+
     # ---------------------------------------------------------- file round trip
     fd, path = tempfile.mkstemp(prefix="sw-compare-", suffix=".bin")
     os.close(fd)
@@ -223,12 +230,13 @@ def main(argv=None):
         for _ in range(samples):
             tt, d = cpu_filled(m), sw.CPU(m)
             t0 = ns()
-            h = sw.move_async(tt, d)
+            h = sw.move_async(tt, d)  # (the previous handle was deleted: no free in the window)
             t1 = ns()
             h.wait(timeout=120)
             t2 = ns()
             ret.append(t1 - t0)
             full.append(t2 - t0)
+            del h, tt, d
         r, fl = statistics.median(ret), statistics.median(full)
         rows.append((f"move_async return latency CPU->CPU {size_name}", fmt(r), "-",
                      f"{r / fl:.3f} of move", f"move: {fmt(fl)}"))
@@ -237,12 +245,13 @@ def main(argv=None):
         samples = max(rep, 25) if m == small_n else rep
         for _ in range(samples):
             tt = cpu_filled(m)
+            d = sw.FileBacked(dtype=F32)
             t0 = ns()
-            h = sw.move_async(tt, sw.FileBacked(dtype=F32))
+            h = sw.move_async(tt, d)
             t1 = ns()
             h.wait(timeout=120)
             ret.append(t1 - t0)
-            del h
+            del h, tt, d
         rows.append((f"move_async return latency CPU->FileBacked {size_name}", fmt(statistics.median(ret)),
                      "-", "-", ""))
 
@@ -253,11 +262,12 @@ def main(argv=None):
         for _ in range(rep):
             tt = cpu_filled(n)
             d = sw.CPU(n) if kind == "CPU->CPU" else sw.FileBacked(dtype=F32)
-            busy, window = live_progress(lambda: sw.move_async(tt, d).wait(timeout=120))
+            keep = []  # the result is freed after the window, not inside it
+            busy, window = live_progress(lambda: keep.append(sw.move_async(tt, d).wait(timeout=120)))
             idle, _ = live_progress(None, window)
             busy_r.append(busy)
             idle_r.append(idle)
-            del tt, d
+            del tt, d, keep
         b, i = statistics.median(busy_r), statistics.median(idle_r)
         progress.append((f"Python-thread progress during move_async {kind} {label}", b, i))
     src = np.arange(n, dtype=np.float32)

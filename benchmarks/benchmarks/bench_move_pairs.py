@@ -115,7 +115,9 @@ class MoveAsyncLatency:
         self.h = sw.move_async(self.t, self.d)
 
     def time_move_async_wait(self, pair, size):
-        sw.move_async(self.t, self.d).wait(timeout=120)
+        # Keep the result: freeing it here would time the destination's free.
+        self.h = sw.move_async(self.t, self.d)
+        self.h.wait(timeout=120)
 
 
 class NumPyBaselines:
