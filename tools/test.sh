@@ -28,6 +28,10 @@ ninja -C build-test >/dev/null
 meson test -C build-test --print-errorlogs
 
 echo "== pytest (installed wheel)"
-# -P keeps the source tree's strideweave/ (which has no compiled _core) off
-# sys.path, so the tests import the installed package.
-python -P -m pytest tests -q "$@"
+# Run from a scratch directory with -P so neither pytest nor the subprocesses
+# that tests start put the source tree's strideweave/ (which has no compiled
+# _core) ahead of the installed package.
+repo=$(pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+(cd "$scratch" && python -P -m pytest "$repo/tests" -q -p no:cacheprovider "$@")
