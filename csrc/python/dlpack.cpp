@@ -43,6 +43,24 @@ bool interpreter_alive() {
 #endif
 }
 
+// Py_DECREF that leaves a pending exception exactly as it was. GIL held.
+void decref_preserving_error(PyObject* o) {
+  if (!PyErr_Occurred()) {
+    Py_DECREF(o);
+    return;
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* pending = PyErr_GetRaisedException();
+  Py_DECREF(o);
+  PyErr_SetRaisedException(pending);
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Py_DECREF(o);
+  PyErr_Restore(type, value, traceback);
+#endif
+}
+
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
 // possibly on a thread without the GIL (ctypes, another runtime's worker), so
 // it takes the GIL itself and preserves whatever exception is pending on this
@@ -50,21 +68,22 @@ bool interpreter_alive() {
 void release_tensor_ref(void* owner) noexcept {
   if (!owner || !interpreter_alive()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
-  if (!PyErr_Occurred()) {
-    Py_DECREF(static_cast<PyObject*>(owner));
-  } else {
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject* pending = PyErr_GetRaisedException();
-    Py_DECREF(static_cast<PyObject*>(owner));
-    PyErr_SetRaisedException(pending);
-#else
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    Py_DECREF(static_cast<PyObject*>(owner));
-    PyErr_Restore(type, value, traceback);
-#endif
-  }
+  decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
+}
+
+// The capsule destructor always runs with the GIL held (finalization
+// included), so an unconsumed capsule drops the reference directly, without
+// the PyGILState round trip.
+void release_tensor_ref_holding_gil(void* owner) noexcept {
+  if (owner) decref_preserving_error(static_cast<PyObject*>(owner));
+}
+
+template <class M>
+void delete_holding_gil(M* m) {
+  auto* ctx = static_cast<dl::ExportContext*>(m->manager_ctx);
+  if (ctx->release_owner == release_tensor_ref) ctx->release_owner = release_tensor_ref_holding_gil;
+  m->deleter(m);
 }
 
 // --------------------------------------------------------- capsule destructors
@@ -81,13 +100,13 @@ bool still_ours(PyObject* capsule, const char* ours) {
 void legacy_capsule_destructor(PyObject* capsule) {
   if (!still_ours(capsule, kLegacyName)) return;
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetContext(capsule));
-  if (m && m->deleter) m->deleter(m);
+  if (m && m->deleter) delete_holding_gil(m);
 }
 
 void versioned_capsule_destructor(PyObject* capsule) {
   if (!still_ours(capsule, kVersionedName)) return;
   auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetContext(capsule));
-  if (m && m->deleter) m->deleter(m);
+  if (m && m->deleter) delete_holding_gil(m);
 }
 
 // Wraps a managed tensor in a capsule, or runs its deleter and returns NULL.
