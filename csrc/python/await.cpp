@@ -129,6 +129,12 @@ PyGetSetDef Await_getset[] = {
 
 PyTypeObject AwaitResult_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitResult", sizeof(AwaitObject)};
 PyTypeObject AwaitMove_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitMove", sizeof(AwaitObject)};
+PyTypeObject AwaitProjection_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
+                                     "strideweave.carriers.tiled_evictable.AwaitProjection",
+                                     sizeof(AwaitObject)};
+PyTypeObject AwaitResidency_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
+                                    "strideweave.carriers.tiled_evictable.AwaitResidency",
+                                    sizeof(AwaitObject)};
 
 PyObject* await_new(PyTypeObject* type) {
   // Zero-filled and GC-tracked; traverse copes with the NULL fields.
@@ -200,15 +206,30 @@ int await_module_init(PyObject* module) {
   AwaitResult_Type.tp_methods = Await_methods;
   AwaitResult_Type.tp_getset = Await_getset;
   AwaitResult_Type.tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
-  AwaitMove_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  AwaitMove_Type.tp_doc = "Handle of one move_async: wait() returns the moved Tensor.";
-  AwaitMove_Type.tp_base = &AwaitResult_Type;
-  AwaitMove_Type.tp_dealloc = Await_dealloc;
-  AwaitMove_Type.tp_traverse = Await_traverse;
-  AwaitMove_Type.tp_clear = Await_clear;
-  AwaitMove_Type.tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
   if (add_type(module, &AwaitResult_Type, "AwaitResult") < 0) return -1;
-  if (add_type(module, &AwaitMove_Type, "AwaitMove") < 0) return -1;
+  // The framework-created handle kinds share AwaitResult's behaviour.
+  struct Kind {
+    PyTypeObject* type;
+    const char* name;
+    const char* doc;
+  };
+  const Kind kinds[] = {
+      {&AwaitMove_Type, "AwaitMove", "Handle of one move_async: wait() returns the moved Tensor."},
+      {&AwaitProjection_Type, "AwaitProjection",
+       "Handle of a tiled projection: wait() returns one compact ordinary Tensor (TiledEvictable is later work)."},
+      {&AwaitResidency_Type, "AwaitResidency",
+       "Handle of a residency change: wait() returns None (TiledEvictable is later work)."},
+  };
+  for (const Kind& k : kinds) {
+    k.type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+    k.type->tp_doc = k.doc;
+    k.type->tp_base = &AwaitResult_Type;
+    k.type->tp_dealloc = Await_dealloc;
+    k.type->tp_traverse = Await_traverse;
+    k.type->tp_clear = Await_clear;
+    k.type->tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
+    if (add_type(module, k.type, k.name) < 0) return -1;
+  }
   return 0;
 }
 

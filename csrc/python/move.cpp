@@ -1331,6 +1331,7 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination) {
   if (!h) return nullptr;
   return wait_handle(h);
 }
+
 // ---- move_lowered: framework-owned transfers (Evictable residency; see sw.hpp)
 // The same route resolution, pin check, destination growth and copy planning
 // as move_async, run synchronously on this thread, without ownership checks

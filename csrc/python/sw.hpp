@@ -273,6 +273,8 @@ struct AwaitObject {
 };
 extern PyTypeObject AwaitResult_Type;
 extern PyTypeObject AwaitMove_Type;
+extern PyTypeObject AwaitProjection_Type;  // TiledEvictable (later work)
+extern PyTypeObject AwaitResidency_Type;
 inline bool is_await(PyObject* o) { return PyObject_TypeCheck(o, &AwaitResult_Type); }
 // A fresh pending handle of type (AwaitResult_Type or a native subclass).
 PyObject* await_new(PyTypeObject* type);

@@ -257,8 +257,9 @@ PyMethodDef Tensor_methods[] = {
     {"retain_grad", Tensor_retain_grad, METH_NOARGS, "Keep .grad on this non-leaf tensor after backward."},
     {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_backward)),
      METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=False): reverse-mode traversal."},
-    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_dlpack)),
-     METH_VARARGS | METH_KEYWORDS,
+    // FASTCALL: METH_VARARGS would build a kwargs dict on every export.
+    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_dlpack_fastcall)),
+     METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None): zero-copy export."},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS, "The exporting carrier's DLPack device."},
     {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,

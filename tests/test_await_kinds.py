@@ -1,0 +1,28 @@
+"""The AwaitResult family: every framework-created handle kind is importable
+where the spec says, shares the read-only base, and cannot be constructed or
+awaited by users."""
+import pytest
+
+import strideweave as sw
+from strideweave.carriers import move as move_mod
+from strideweave.carriers.tiled_evictable import AwaitProjection, AwaitResidency
+
+
+def test_await_names_are_importable_from_both_paths():
+    assert move_mod.AwaitResult is sw.AwaitResult
+    assert move_mod.AwaitMove is sw.AwaitMove
+    assert move_mod.move_async is sw.move_async
+
+
+@pytest.mark.parametrize("cls", [sw.AwaitMove, AwaitProjection, AwaitResidency])
+def test_handle_kinds_share_the_read_only_base(cls):
+    assert issubclass(cls, sw.AwaitResult)
+    assert isinstance(cls.__dict__.get("done", sw.AwaitResult.__dict__["done"]), property) or hasattr(cls, "done")
+    assert not hasattr(cls, "__await__")
+    assert not hasattr(cls, "await")
+
+
+@pytest.mark.parametrize("cls", [sw.AwaitResult, sw.AwaitMove, AwaitProjection, AwaitResidency])
+def test_handles_are_not_user_constructible(cls):
+    with pytest.raises(TypeError):
+        cls()
