@@ -4,7 +4,7 @@ The native ``_ProfileSession`` records raw events (operations, and the
 ``move.submit`` / ``move.complete`` pair of every move); this module turns
 them into :class:`ProfilerEvent` records. Self time is computed here from the
 parent links: an event's duration minus the durations of its direct children
-that ran on the same thread.
+that ran nested inside it on the same thread.
 """
 from __future__ import annotations
 
@@ -76,11 +76,16 @@ class profile:
     def events(self) -> list[ProfilerEvent]:
         raw = self._session._events()
         child_time: dict[int, int] = {}
-        thread_of = {r[0]: r[8] for r in raw}
+        by_id = {r[0]: r for r in raw}
         for r in raw:
-            parent = r[1]
-            if parent and thread_of.get(parent) == r[8]:
-                child_time[parent] = child_time.get(parent, 0) + r[7]
+            parent = by_id.get(r[1]) if r[1] else None
+            # Only a child nested inside its parent's span on the parent's
+            # thread is part of the parent's time: a move.complete is linked
+            # to its move.submit but outlives it (even when an inline
+            # completion runs on the submitting thread).
+            if (parent is not None and parent[8] == r[8] and parent[6] <= r[6]
+                    and r[6] + r[7] <= parent[6] + parent[7]):
+                child_time[parent[0]] = child_time.get(parent[0], 0) + r[7]
         return [
             ProfilerEvent(
                 id=r[0],
