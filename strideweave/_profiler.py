@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -131,29 +132,47 @@ class profile:
         return "\n".join(lines)
 
     def to_chrome_trace(self, path) -> None:
-        """Write the events as Chrome trace-event JSON (opens in Perfetto)."""
+        """Write the events as Chrome trace-event JSON (opens in Perfetto).
+
+        Operations and ``move.submit`` are complete ("X") slices on their
+        thread's track. A ``move.complete`` spans submission to terminal
+        commit and may overlap other work on its thread (queued moves, an
+        inline completion on the submitting thread), which "X" slices must
+        not, so it is an async ("b"/"e") slice whose id is the submit event's
+        id. Perfetto reads pid/tid as 32-bit values, so threads get small
+        track numbers; the recorded ``thread_id`` stays in each slice's args
+        and names its track.
+        """
         pid = os.getpid()
-        trace = []
-        for e in self.events():
-            trace.append({
-                "name": e.name, "cat": "move" if e.name.startswith("move.") else "operation",
-                "ph": "X", "ts": e.start_time_ns / 1e3, "dur": e.duration_ns / 1e3,
-                "pid": pid, "tid": e.thread_id,
-                "args": {"id": e.id, "parent_id": e.parent_id,
-                         "carrier_type": _type_name(e.carrier_type),
-                         "implementation_type": _type_name(e.implementation_type),
-                         "succeeded": e.succeeded,
-                         "input_shapes": [repr(s) for s in e.input_shapes] if e.input_shapes else None},
-            })
-            if e.name == "move.complete" and e.parent_id:
-                # Flow arrow from the submission to its completion.
-                trace.append({"name": "move", "cat": "move", "ph": "f", "bp": "e", "id": e.parent_id,
-                              "ts": e.start_time_ns / 1e3, "pid": pid, "tid": e.thread_id})
-            elif e.name == "move.submit":
-                trace.append({"name": "move", "cat": "move", "ph": "s", "id": e.id,
-                              "ts": e.start_time_ns / 1e3, "pid": pid, "tid": e.thread_id})
+        events = self.events()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        tids: dict[int, int] = {}
+        for e in sorted(events, key=lambda e: e.start_time_ns):
+            tids.setdefault(e.thread_id, len(tids) + 1)
+        trace: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                              "args": {"name": "strideweave"}}]
+        for ident, tid in tids.items():
+            trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                          "args": {"name": names.get(ident, f"thread {ident}")}})
+        for e in events:
+            args = {"id": e.id, "parent_id": e.parent_id, "thread_id": e.thread_id,
+                    "carrier_type": _type_name(e.carrier_type),
+                    "implementation_type": _type_name(e.implementation_type),
+                    "succeeded": e.succeeded,
+                    "input_shapes": [repr(s) for s in e.input_shapes] if e.input_shapes else None}
+            common = {"name": e.name, "pid": pid, "tid": tids[e.thread_id]}
+            if e.name == "move.complete":
+                # Correlated with its submission by id (= the submit event's id).
+                corr = e.parent_id if e.parent_id else e.id
+                trace.append({**common, "cat": "move", "ph": "b", "id": corr,
+                              "ts": e.start_time_ns / 1e3, "args": args})
+                trace.append({**common, "cat": "move", "ph": "e", "id": corr,
+                              "ts": (e.start_time_ns + e.duration_ns) / 1e3})
+            else:
+                trace.append({**common, "cat": "move" if e.name.startswith("move.") else "operation",
+                              "ph": "X", "ts": e.start_time_ns / 1e3, "dur": e.duration_ns / 1e3,
+                              "args": args})
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": trace, "displayTimeUnit": "ns"}, f)
-
 
 Profiler = profile
