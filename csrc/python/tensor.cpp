@@ -68,7 +68,9 @@ int parse_offset(PyObject* o, Py_ssize_t* out) {
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) return -1;
-  if (overflow < 0 || v < 0) {
+  // On overflow v is -1, so test the sign through `overflow` first: a huge
+  // positive offset is out of range, not negative.
+  if (overflow < 0 || (overflow == 0 && v < 0)) {
     PyErr_SetString(PyExc_ValueError, "offset must be non-negative");
     return -1;
   }
