@@ -262,8 +262,10 @@ PyMethodDef Tensor_methods[] = {
     // FASTCALL: METH_VARARGS would build a kwargs dict on every export.
     {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_dlpack_fastcall)),
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None): zero-copy export."},
-    {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS, "The exporting carrier's DLPack device."},
+     "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "Zero-copy DLPack export."},
+    {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\nThe exporting carrier's DLPack device."},
     {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,
      "Build a tensor from a validated TensorRepresentation."},
     {nullptr, nullptr, 0, nullptr}};
