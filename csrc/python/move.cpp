@@ -233,6 +233,16 @@ int elementwise_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& sl, 
   return 0;
 }
 
+// Whether an empty carrier can grow to a move's span. CPU and Evictable have
+// a fixed size (their reserve hook always declines) and a Python carrier
+// without native storage or a definition has no reserve hook; every other
+// carrier's hook allocates.
+bool can_grow(PyObject* c) {
+  if (PyObject_TypeCheck(c, &CPU_Type) || PyObject_TypeCheck(c, &Evictable_Type)) return false;
+  const CarrierVTable* vt = as_carrier(c)->vt;
+  return vt && vt->reserve;
+}
+
 // ------------------------------------------------------------ registry
 
 PyObject* pair_key(PyTypeObject* src, PyTypeObject* dst) {
@@ -685,11 +695,19 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     Py_DECREF(cls);
     return nullptr;
   }
-  if (dsize < count && dsize != 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "destination %s carrier is too small: %zd slots for a layout cosize of %zd, and only an empty "
-                 "destination can be allocated",
-                 oname(dest), dsize, count);
+  // The last row of the validation table, decided before the reverse
+  // route, prepare() or any claim, so a carrier that cannot allocate fails
+  // like a too-small one: no provider call, no submit event.
+  if (dsize < count && (dsize != 0 || !can_grow(dest))) {
+    if (dsize != 0)
+      PyErr_Format(PyExc_ValueError,
+                   "destination %s carrier is too small: %zd slots for a layout cosize of %zd, and only an empty "
+                   "destination can be allocated",
+                   oname(dest), dsize, count);
+    else
+      PyErr_Format(PyExc_ValueError,
+                   "destination %s carrier is too small: it is empty and cannot allocate the layout cosize of %zd",
+                   oname(dest), count);
     Py_DECREF(cls);
     return nullptr;
   }
@@ -740,6 +758,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
   j->dst_version = as_carrier(dest)->version;
   PyObject* session = profiler_current();
   bool claimed = false;
+  bool submit_failed = true;  // false: a validation failure, not a failed submission
 
   // Ownership first, so nothing else can touch either carrier from here on.
   j->src_token = carrier_claim(src);
@@ -756,10 +775,11 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
   if (dsize < count) {
     int r = carrier_reserve(dest, count);
     if (r < 0) goto error;
-    if (r == 0) {
+    if (r == 0) {  // can_grow() was wrong about this carrier
       PyErr_Format(PyExc_ValueError,
                    "destination %s carrier is too small: it is empty and cannot allocate the layout cosize of %zd",
                    oname(dest), count);
+      submit_failed = false;
       goto error;
     }
   }
@@ -862,7 +882,7 @@ error:
   if (j->op) as_move_op(j->op)->used = false;
   relinquish_both(j);
   if (claimed) restore_versions(j);
-  if (session && claimed) {
+  if (session && claimed && submit_failed) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     const int64_t now = sw::now_ns();
