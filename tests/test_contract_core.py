@@ -395,3 +395,19 @@ def test_dlpack_signatures_are_introspectable():
     assert list(inspect.signature(Tensor.__dlpack_device__).parameters) == ["self"]
     assert list(inspect.signature(Tensor(CPU(1), 0, lay(1)).__dlpack__).parameters) == [
         "stream", "max_version", "dl_device", "copy"]
+
+
+def test_type_stub_declares_every_public_name():
+    import ast
+
+    stub = os.path.join(os.path.dirname(os.path.abspath(sw.__file__)), "__init__.pyi")
+    if not os.path.exists(stub):
+        pytest.skip("no type stub beside the imported package")
+    declared = set()
+    for node in ast.parse(open(stub).read()).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            declared.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            declared.update(a.asname or a.name for a in node.names)
+    public = {n for n in dir(sw) if not n.startswith("_") and n not in ("core", "carriers")}
+    assert sorted(public - declared) == []
