@@ -69,6 +69,14 @@ def cpu_filled(n, lay=None):
     return sw.Tensor(c, 0, lay)
 
 
+def cpu_faulted(n):
+    """A CPU carrier whose pages are resident (CPU(n) maps large storage
+    lazily, so its first touch would otherwise be timed)."""
+    c = sw.CPU(n, empty=True)
+    np.from_dlpack(sw.Tensor(c, 0, sw.Layout(sw.Shape(n), sw.Stride(1))))[:] = 0
+    return c
+
+
 def batch_pair(ours, theirs, number, repeat):
     """Medians of per-call times over `repeat` interleaved batches."""
     so, st = [], []
@@ -176,7 +184,7 @@ def main(argv=None):
         sv, dv = src[: lay.cosize : step], dst[: lay.cosize : step]
 
         def prep_ours(lay=lay):
-            return cpu_filled(lay.cosize, lay), sw.CPU(lay.cosize)  # zero-filled: faulted in
+            return cpu_filled(lay.cosize, lay), cpu_faulted(lay.cosize)
 
         o, p = single_pair(prep_ours, lambda td: sw.move(td[0], td[1]),
                            lambda: None, lambda _: np.copyto(dv, sv), rep)
@@ -184,7 +192,7 @@ def main(argv=None):
         del src, dst, sv, dv
 
     # A move releases its source; freeing 256 MiB is part of its time.
-    o, p = single_pair(lambda: sw.CPU(n), lambda c: c.release(),
+    o, p = single_pair(lambda: cpu_faulted(n), lambda c: c.release(),
                        lambda: [np.ones(n, dtype=np.float32)], lambda box: box.clear(), rep)
     add(f"CPU({label}).release()  vs freeing an ndarray", o, p)
 
@@ -228,7 +236,7 @@ def main(argv=None):
         ret, full = [], []
         samples = max(rep, 25) if m == small_n else rep
         for _ in range(samples):
-            tt, d = cpu_filled(m), sw.CPU(m)
+            tt, d = cpu_filled(m), cpu_faulted(m)
             t0 = ns()
             h = sw.move_async(tt, d)  # (the previous handle was deleted: no free in the window)
             t1 = ns()
@@ -261,7 +269,7 @@ def main(argv=None):
         idle_r, busy_r = [], []
         for _ in range(rep):
             tt = cpu_filled(n)
-            d = sw.CPU(n) if kind == "CPU->CPU" else sw.FileBacked(dtype=F32)
+            d = cpu_faulted(n) if kind == "CPU->CPU" else sw.FileBacked(dtype=F32)
             keep = []  # the result is freed after the window, not inside it
             busy, window = live_progress(lambda: keep.append(sw.move_async(tt, d).wait(timeout=120)))
             idle, _ = live_progress(None, window)

@@ -10,7 +10,7 @@ hierarchical and broadcast layouts (complements bench_move.py).
 A move consumes its source (the source carrier is released), so every timed
 call needs a fresh source: ``setup`` builds it and asv times one call per
 sample (``number = 1``; no warm-up call, which would find the source
-released). CPU destinations are zero-filled at setup, so the timed copy does
+released). CPU destinations are touched at setup, so the timed copy does
 not also fault in fresh pages; FileBacked destinations start empty and grow,
 as a user would create them. The layouts are those of bench_export_import
 (``layout_for``), sized by their physical span; the broadcast case moves only
@@ -55,7 +55,11 @@ def source_for(pair, lay):
 def destination_for(pair, lay):
     dst = pair.split("->")[1]
     if dst == "CPU":
-        return sw.CPU(lay.cosize)  # zero-filled: pages already faulted in
+        # Touch every page now (large CPU storage is mapped lazily), so the
+        # timed copy does not also fault the destination in.
+        c = sw.CPU(lay.cosize, empty=True)
+        np.from_dlpack(sw.Tensor(c, 0, sw.Layout(sw.Shape(lay.cosize), sw.Stride(1))))[:] = 0
+        return c
     if dst == "FileBacked":
         return sw.FileBacked(dtype=F32)
     if dst == "Generic":
