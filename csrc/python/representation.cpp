@@ -263,12 +263,19 @@ PyObject* representation_build_tensor(PyObject* rep) {
       return nullptr;
     }
   }
-  return tensor_alloc_multi(rep, dt, as_sub(first)->carrier, as_sub(first)->offset, as_sub(first)->layout);
+  // One plane means one subtensor: not a multi-subtensor tensor, so it keeps
+  // the compound logical dtype but no representation (DLPack then refuses
+  // it on its dtype, as the spec requires for every compound dtype).
+  return tensor_alloc_multi(n > 1 ? rep : nullptr, dt, as_sub(first)->carrier, as_sub(first)->offset,
+                            as_sub(first)->layout);
 }
 
 PyObject* representation_of_single(PyObject* tensor) {
   TensorObject* t = as_tensor(tensor);
-  PyObject* sub = PyObject_CallFunction(reinterpret_cast<PyObject*>(&Subtensor_Type), "OOnO", t->dtype, t->carrier,
+  // The plane's dtype: the logical dtype, or a one-plane compound's plane.
+  PyObject* planes = reinterpret_cast<DTypeObject*>(t->dtype)->simple_types;
+  PyObject* plane = planes ? PyTuple_GET_ITEM(planes, 0) : t->dtype;
+  PyObject* sub = PyObject_CallFunction(reinterpret_cast<PyObject*>(&Subtensor_Type), "OOnO", plane, t->carrier,
                                         t->offset, t->layout);
   if (!sub) return nullptr;
   PyObject* rep = PyObject_CallFunction(reinterpret_cast<PyObject*>(&Representation_Type), "O(N)()", t->dtype, sub);

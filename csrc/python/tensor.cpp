@@ -321,12 +321,14 @@ PyObject* Tensor_get_representation(PyObject* self, void*) {
 }
 }  // namespace
 
-// Used by representation.cpp to make the multi-subtensor object.
+// Used by representation.cpp to make a tensor under a compound logical dtype:
+// rep is the multi-subtensor representation, or NULL for a one-plane
+// compound dtype (one subtensor: an ordinary single-subtensor tensor).
 PyObject* tensor_alloc_multi(PyObject* rep, PyObject* logical_dtype, PyObject* carrier, Py_ssize_t offset,
                              PyObject* layout) {
   PyObject* t = tensor_alloc(&Tensor_Type, carrier, offset, layout, logical_dtype);
   if (!t) return nullptr;
-  as_tensor(t)->representation = Py_NewRef(rep);
+  as_tensor(t)->representation = Py_XNewRef(rep);
   return t;
 }
 
