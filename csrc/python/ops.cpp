@@ -448,6 +448,9 @@ PyObject* BroadcastTo_forward(PyObject*, PyObject* args) {
   if (!lobj) return nullptr;
   PyObject* r = tensor_new(a.carrier, a.offset, lobj);
   Py_DECREF(lobj);
+  // A view keeps the source's logical dtype (a one-plane compound dtype is
+  // not its carrier's dtype).
+  if (r) Py_SETREF(as_tensor(r)->dtype, Py_NewRef(as_tensor(t)->dtype));
   return r;
 }
 
