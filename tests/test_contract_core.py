@@ -411,3 +411,50 @@ def test_type_stub_declares_every_public_name():
             declared.update(a.asname or a.name for a in node.names)
     public = {n for n in dir(sw) if not n.startswith("_") and n not in ("core", "carriers")}
     assert sorted(public - declared) == []
+
+
+# ---------- a one-plane compound dtype: one subtensor, so not multi-subtensor
+
+
+class OnePlane(sw.CompoundDType):
+    simple_types = (F32,)
+
+
+def one_plane(values=(1.0, 2.0)):
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    c = CPU(len(values))
+    for i, v in enumerate(values):
+        c[i] = v
+    layout = lay(len(values))
+    return Tensor._from_representation(TensorRepresentation(OnePlane(), [Subtensor(F32, c, 0, layout)], [])), c
+
+
+def test_one_plane_compound_is_a_single_subtensor_tensor():
+    t, c = one_plane()
+    assert isinstance(t.dtype(), OnePlane) and t.carrier is c
+    assert t.is_mutable()  # single subtensor AND a publicly mutable carrier
+    assert not t.is_differentiable()
+    assert t[1] == 2.0
+    t[0] = 5.0
+    assert c[0] == 5.0 and c.version == 3
+    rep = t._representation
+    assert isinstance(rep.logical_dtype, OnePlane) and [s.dtype for s in rep.subtensors] == [F32]
+
+
+def test_one_plane_compound_dlpack_fails_on_its_dtype():
+    # Spec: every compound logical dtype fails export with BufferError; the
+    # device query depends only on the carrier and the one-subtensor rule.
+    t, c = one_plane()
+    assert t.__dlpack_device__() == (1, 0)
+    for kwargs in ({}, {"max_version": (1, 0)}):
+        with pytest.raises(BufferError, match="supports only Float32 and Int32"):
+            t.__dlpack__(**kwargs)
+    assert c.version == 2
+
+
+def test_one_plane_compound_broadcast_view_keeps_the_logical_dtype():
+    t, c = one_plane((3.0,))
+    b = sw.broadcast_to(t, Shape(4))
+    assert b.carrier is c and isinstance(b.dtype(), OnePlane)
+    assert [b[i] for i in range(4)] == [3.0] * 4
