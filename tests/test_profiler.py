@@ -340,3 +340,46 @@ def test_chrome_trace_of_an_inline_completion_keeps_slices_nested(tmp_path):
     path = tmp_path / "inline.json"
     p.to_chrome_trace(path)
     check_trace_event_format(json.loads(path.read_text()))
+
+
+# ------------------------------------------------------------ abandoned contexts
+
+def run_on_thread(fn):
+    th = threading.Thread(target=fn)
+    th.start()
+    th.join(WAIT)
+    assert not th.is_alive()
+
+
+def test_a_profile_dropped_on_another_thread_without_exit_ends_safely():
+    """The thread's active-session slot must not dangle when the entered
+    profile is dropped elsewhere: the next profile on this thread works."""
+    box = [sw.profile()]
+    box[0].__enter__()
+    run_on_thread(box.clear)
+    x = cpu_tensor([1.0, 2.0])
+    sw.add(x, x)
+    sw.move(cpu_tensor([1.0]), sw.CPU(1))
+    with sw.profile() as p:
+        sw.add(x, x)
+    assert [e.name for e in p.events()] == ["add"]
+
+
+def test_a_profile_exited_on_another_thread_frees_this_thread():
+    p = sw.profile()
+    p.__enter__()
+    run_on_thread(lambda: p.__exit__(None, None, None))
+    x = cpu_tensor([1.0, 2.0])
+    sw.add(x, x)  # not recorded: the context has ended
+    with sw.profile() as q:
+        sw.add(x, x)
+    assert p.events() == [] and [e.name for e in q.events()] == ["add"]
+
+
+def test_a_profile_dropped_on_its_own_thread_without_exit_ends_safely():
+    p = sw.profile()
+    p.__enter__()
+    del p
+    with sw.profile() as q:
+        sw.relu(cpu_tensor([1.0]))
+    assert [e.name for e in q.events()] == ["relu"]

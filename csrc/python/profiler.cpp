@@ -34,8 +34,9 @@ struct SessionObject {
 
 SessionObject* as_session(PyObject* o) { return reinterpret_cast<SessionObject*>(o); }
 
-// This thread's active session (borrowed; the Python profile object keeps it
-// alive while active) and its stack of open operation events.
+// This thread's active session and its stack of open operation events. The
+// slot holds a strong reference: a profile entered and then dropped without
+// exit (possibly on another thread) must not leave a dangling pointer here.
 thread_local PyObject* tls_session = nullptr;
 thread_local std::vector<std::pair<PyObject*, int64_t>> tls_stack;
 
@@ -109,9 +110,20 @@ int Session_clear(PyObject* self) {
   return 0;
 }
 
+// This thread's session, dropping it first when it was exited elsewhere
+// (another thread) or when only this slot still refers to it: its profile
+// was abandoned without exit, so nobody can read its events or end it any
+// more. Borrowed; NULL when none.
+PyObject* tls_live_session() {
+  if (tls_session && (as_session(tls_session)->state != 1 || Py_REFCNT(tls_session) == 1)) {
+    as_session(tls_session)->state = 2;
+    Py_CLEAR(tls_session);
+  }
+  return tls_session;
+}
+
 void Session_dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);
-  if (tls_session == self) tls_session = nullptr;
   Session_clear(self);
   delete as_session(self)->events;
   Py_TYPE(self)->tp_free(self);
@@ -123,19 +135,19 @@ PyObject* Session_enter(PyObject* self, PyObject*) {
     PyErr_SetString(PyExc_RuntimeError, "a profile context is single-use and was already entered");
     return nullptr;
   }
-  if (tls_session) {
+  if (tls_live_session()) {
     PyErr_SetString(PyExc_RuntimeError, "another profile context is already active on this thread");
     return nullptr;
   }
   s->state = 1;
-  tls_session = self;
+  tls_session = Py_NewRef(self);
   Py_RETURN_NONE;
 }
 
 PyObject* Session_exit(PyObject* self, PyObject*) {
   SessionObject* s = as_session(self);
   if (s->state == 1) s->state = 2;
-  if (tls_session == self) tls_session = nullptr;
+  if (tls_session == self) Py_CLEAR(tls_session);
   Py_RETURN_NONE;
 }
 
@@ -188,7 +200,8 @@ bool passes_filter(SessionObject* s, PyObject* carrier_type) {
 }  // namespace
 
 PyObject* profiler_current() {
-  if (tls_session && as_session(tls_session)->state == 1) return tls_session;
+  PyObject* s = tls_live_session();
+  if (s && as_session(s)->state == 1) return s;
   return nullptr;
 }
 
