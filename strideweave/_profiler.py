@@ -149,10 +149,11 @@ class profile:
         tids: dict[int, int] = {}
         for e in sorted(events, key=lambda e: e.start_time_ns):
             tids.setdefault(e.thread_id, len(tids) + 1)
-        trace: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+        # Metadata carries ts 0 as Chrome writes it (some importers need a ts).
+        trace: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "ts": 0,
                               "args": {"name": "strideweave"}}]
         for ident, tid in tids.items():
-            trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+            trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "ts": 0,
                           "args": {"name": names.get(ident, f"thread {ident}")}})
         for e in events:
             args = {"id": e.id, "parent_id": e.parent_id, "thread_id": e.thread_id,

@@ -47,3 +47,53 @@ def test_too_small_wins_over_a_missing_reverse_route():
     with pytest.raises(NotImplementedError):
         sw.move_async(t, sw.CPU(1))
     assert log.prepared == []
+
+
+# ------------------------------------------------------------ API.md 0: one object under every path
+
+MOVE_NAMES = ["move", "move_async", "AwaitResult", "AwaitMove", "MoveOperation", "ElementwiseMoveOperation",
+              "CpuToFileBackedMoveOperation", "FileBackedToCpuMoveOperation", "CpuToMetalMoveOperation",
+              "MetalToCpuMoveOperation", "MetalToMetalMoveOperation", "dispatch_move",
+              "register_move_operation", "unregister_move_operation", "registered_move_operation"]
+EXTENSION_NAMES = ["CarrierDefinition", "StorageProvider", "TransferProvider", "TransferRoute",
+                   "TransferRequest", "PreparedTransfer", "Unsupported", "ProviderCompletion",
+                   "register_carrier_definition"]
+
+
+def test_every_name_is_one_object_under_every_path_that_names_it():
+    import strideweave.carriers.extension as ext
+    import strideweave.carriers.move as mv
+    import strideweave.carriers.tiled_evictable as te
+
+    assert sw.move is mv.move
+    for module, names in [(mv, MOVE_NAMES), (ext, EXTENSION_NAMES), (te, ["AwaitProjection", "AwaitResidency"])]:
+        assert sorted(module.__all__) == sorted(names)
+        for name in names:
+            obj = getattr(module, name)
+            assert obj is getattr(sw, name) is getattr(sw._core, name), name
+    for name in ["AwaitProjection", "AwaitResidency"]:
+        assert issubclass(getattr(te, name), sw.AwaitResult)
+    for name in ["profile", "Profiler", "ProfilerEvent"]:
+        assert getattr(sw, name) is getattr(sw._profiler, name)
+
+
+# ------------------------------------------------------------ API.md 10: registry argument errors
+
+@pytest.mark.parametrize("call", ["dispatch_move", "unregister_move_operation"])
+def test_dispatch_and_unregister_name_the_offending_parameter(call):
+    fn = getattr(sw, call)
+    with pytest.raises(TypeError, match="source_class"):
+        fn(sw.CPU(1), sw.CPU)
+    with pytest.raises(TypeError, match="destination_class"):
+        fn(sw.CPU, int)
+    with pytest.raises(TypeError, match="source_class"):
+        fn(None, None)  # the first offending parameter is named
+
+
+def test_scoped_registration_names_the_destination_parameter():
+    class Op(sw.ElementwiseMoveOperation):
+        pass
+
+    with pytest.raises(TypeError, match="destination_class"):
+        sw.registered_move_operation(sw.CPU, "FileBacked", Op)
+    assert sw.dispatch_move(sw.CPU, sw.FileBacked) is sw.CpuToFileBackedMoveOperation

@@ -257,10 +257,10 @@ def check_trace_event_format(doc):
         assert isinstance(ev["name"], str)
         for key in ("pid", "tid"):
             assert isinstance(ev[key], int) and 0 <= ev[key] < 2**32, ev
+        assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
         if ev["ph"] == "M":
             assert isinstance(ev["args"]["name"], str)
             continue
-        assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
         if ev["ph"] == "X":
             assert isinstance(ev["dur"], (int, float)) and ev["dur"] >= 0
             slices.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"]))
