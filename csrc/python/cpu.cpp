@@ -149,8 +149,6 @@ PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObje
 }
 
 // Fixed size: a CPU carrier never grows.
-int vt_reserve(CarrierObject*, Py_ssize_t) { return 0; }
-
 void* vt_host_data(CarrierObject* c) { return as_cpu(c)->buffer.data(); }
 
 PyObject* vt_dlpack_info(CarrierObject* c) {
@@ -161,7 +159,7 @@ PyObject* vt_dlpack_info(CarrierObject* c) {
 
 const CarrierVTable cpu_vt = {
     vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
-    vt_reserve, vt_host_data, vt_dlpack_info,
+    nullptr /* reserve: fixed size, cannot allocate */, vt_host_data, vt_dlpack_info,
 };
 
 // ------------------------------------------------------------ Python type

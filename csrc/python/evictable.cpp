@@ -194,7 +194,6 @@ PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObje
   return like(c, nullptr, n, mutable_, dtype, empty);
 }
 
-int vt_reserve(CarrierObject*, Py_ssize_t) { return 0; }
 
 PyObject* vt_dlpack_info(CarrierObject* c) {
   PyErr_Format(PyExc_BufferError,
@@ -206,7 +205,7 @@ PyObject* vt_dlpack_info(CarrierObject* c) {
 
 const CarrierVTable evictable_vt = {
     vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like,
-    vt_reserve, nullptr /* host_data: values may move */, vt_dlpack_info,
+    nullptr /* reserve: sized by its tiers */, nullptr /* host_data: values may move */, vt_dlpack_info,
 };
 
 // ------------------------------------------------------------ construction

@@ -233,12 +233,10 @@ int elementwise_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& sl, 
   return 0;
 }
 
-// Whether an empty carrier can grow to a move's span. CPU and Evictable have
-// a fixed size (their reserve hook always declines) and a Python carrier
-// without native storage or a definition has no reserve hook; every other
-// carrier's hook allocates.
+// Whether an empty carrier can grow to a move's span: exactly the carriers
+// with a reserve hook (CPU and Evictable are fixed-size and have none, nor
+// does a Python carrier without native storage or a definition).
 bool can_grow(PyObject* c) {
-  if (PyObject_TypeCheck(c, &CPU_Type) || PyObject_TypeCheck(c, &Evictable_Type)) return false;
   const CarrierVTable* vt = as_carrier(c)->vt;
   return vt && vt->reserve;
 }

@@ -88,8 +88,8 @@ struct CarrierVTable {
   void (*release)(CarrierObject*);                 // free storage
   PyObject* (*new_like)(CarrierObject*, PyObject* values, bool mutable_, PyObject* dtype);
   PyObject* (*allocate_like)(CarrierObject*, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty);
-  // Grows an empty destination to n slots. 1 when done, 0 when this carrier
-  // cannot allocate (a fixed-size carrier), -1 on error.
+  // Grows an empty destination to n slots. 1 when done, 0 when it declines,
+  // -1 on error. NULL for a carrier that can never allocate (fixed size).
   int (*reserve)(CarrierObject*, Py_ssize_t n);
   // Host address of slot 0 for carriers whose storage is host memory of a
   // native dtype (CPU); NULL otherwise.
