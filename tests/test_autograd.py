@@ -610,3 +610,31 @@ def test_long_chain_is_freed_without_recursion_overflow():
     del y
     gc.collect()
     assert ref() is None
+
+
+def test_no_grad_as_a_decorator_builds_no_node_and_restores_the_mode():
+    import strideweave as sw
+
+    calls = []
+
+    @sw.no_grad()
+    def double(t):
+        """Doubles t."""
+        calls.append(sw.is_grad_enabled())
+        return t * 2.0
+
+    x = sw.Tensor(sw.CPU(2), 0, sw.Layout(sw.Shape(2), sw.Stride(1)))
+    y = double(x)
+    assert calls == [False]
+    assert y.autograd_ctx is None
+    assert sw.is_grad_enabled() is True
+    assert double.__name__ == "double" and double.__doc__ == "Doubles t."
+
+    class Model:
+        @sw.no_grad()
+        def run(self, t):
+            return sw.is_grad_enabled()
+
+    assert Model().run(x) is False
+    with pytest.raises(TypeError):
+        sw.no_grad()(1)

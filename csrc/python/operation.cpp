@@ -333,6 +333,76 @@ PyObject* NoGrad_exit(PyObject* self, PyObject*) {
   Py_RETURN_FALSE;  // never swallow the exception
 }
 
+// @no_grad(): a decorated function runs with grad mode off and restores the
+// caller's mode afterwards (the PyTorch habit).
+struct NoGradFunctionObject {
+  PyObject_HEAD
+  PyObject* func;
+  PyObject* dict;  // functools.update_wrapper copies __name__, __doc__, ...
+};
+
+PyTypeObject NoGradFunction_Type = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+    "strideweave._core._NoGradFunction",
+    sizeof(NoGradFunctionObject),
+};
+
+PyObject* NoGradFunction_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  bool previous = t_grad_enabled;
+  t_grad_enabled = false;
+  PyObject* r = PyObject_Call(reinterpret_cast<NoGradFunctionObject*>(self)->func, args, kwargs);
+  t_grad_enabled = previous;
+  return r;
+}
+
+PyObject* NoGradFunction_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+int NoGradFunction_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<NoGradFunctionObject*>(self)->func);
+  Py_VISIT(reinterpret_cast<NoGradFunctionObject*>(self)->dict);
+  return 0;
+}
+
+int NoGradFunction_clear(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<NoGradFunctionObject*>(self)->func);
+  Py_CLEAR(reinterpret_cast<NoGradFunctionObject*>(self)->dict);
+  return 0;
+}
+
+void NoGradFunction_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  NoGradFunction_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyGetSetDef NoGradFunction_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyObject* NoGrad_call(PyObject*, PyObject* args, PyObject* kwargs) {
+  PyObject* func;
+  if ((kwargs && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != 1 ||
+      !PyCallable_Check(func = PyTuple_GET_ITEM(args, 0))) {
+    PyErr_SetString(PyExc_TypeError, "no_grad() used as a decorator takes one callable");
+    return nullptr;
+  }
+  PyObject* w = NoGradFunction_Type.tp_alloc(&NoGradFunction_Type, 0);
+  if (!w) return nullptr;
+  reinterpret_cast<NoGradFunctionObject*>(w)->func = Py_NewRef(func);
+  PyObject* functools = PyImport_ImportModule("functools");
+  PyObject* r = functools ? PyObject_CallMethod(functools, "update_wrapper", "OO", w, func) : nullptr;
+  Py_XDECREF(functools);
+  if (!r) {
+    Py_DECREF(w);
+    return nullptr;
+  }
+  Py_DECREF(r);
+  return w;
+}
+
 PyMethodDef NoGrad_methods[] = {
     {"__enter__", NoGrad_enter, METH_NOARGS, nullptr},
     {"__exit__", NoGrad_exit, METH_VARARGS, nullptr},
@@ -381,10 +451,22 @@ int operation_module_init(PyObject* module) {
   if (add_type(module, &Operation_Type, "Operation") < 0) return -1;
 
   NoGrad_Type.tp_flags = Py_TPFLAGS_DEFAULT;
-  NoGrad_Type.tp_doc = "with no_grad(): run operations without recording autograd nodes (this thread).";
+  NoGrad_Type.tp_doc =
+      "with no_grad(): / @no_grad(): run operations without recording autograd nodes (this thread).";
   NoGrad_Type.tp_new = NoGrad_new;
   NoGrad_Type.tp_methods = NoGrad_methods;
+  NoGrad_Type.tp_call = NoGrad_call;
   if (add_type(module, &NoGrad_Type, "no_grad") < 0) return -1;
+  NoGradFunction_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  NoGradFunction_Type.tp_doc = "A function decorated with @no_grad(): runs with grad mode off.";
+  NoGradFunction_Type.tp_call = NoGradFunction_call;
+  NoGradFunction_Type.tp_descr_get = NoGradFunction_descr_get;
+  NoGradFunction_Type.tp_dealloc = NoGradFunction_dealloc;
+  NoGradFunction_Type.tp_traverse = NoGradFunction_traverse;
+  NoGradFunction_Type.tp_clear = NoGradFunction_clear;
+  NoGradFunction_Type.tp_dictoffset = offsetof(NoGradFunctionObject, dict);
+  NoGradFunction_Type.tp_getset = NoGradFunction_getset;
+  if (PyType_Ready(&NoGradFunction_Type) < 0) return -1;
   return PyModule_AddFunctions(module, module_methods);
 }
 
