@@ -38,9 +38,17 @@ def _source(n, layout):
     return sw.Tensor(c, 0, layout)
 
 
+def _touched_cpu(n):
+    """A CPU destination whose pages are resident, like NumPy's below (large
+    CPU buffers are lazily zeroed mappings, so construction touches nothing)."""
+    c = sw.CPU(n)
+    np.from_dlpack(sw.Tensor(c, 0, _contiguous(n)))[:] = 1.0
+    return c
+
+
 def _views(n, step):
     src = np.arange(n, dtype=np.float32)
-    dst = np.ones(n, dtype=np.float32)  # touched, like the zero-filled CPU destination
+    dst = np.ones(n, dtype=np.float32)  # touched, like _touched_cpu
     return src[::step], dst[::step]
 
 
@@ -56,7 +64,7 @@ class MoveCpuToCpu:
     def setup(self, kind):
         layout = _contiguous(BIG) if kind == "contiguous" else _strided(BIG)
         self.t = _source(BIG, layout)
-        self.d = sw.CPU(layout.cosize)  # zero-filled: pages touched, as NumPy's below
+        self.d = _touched_cpu(layout.cosize)
         self.src, self.dst = _views(BIG, 1 if kind == "contiguous" else 2)
 
     def time_strideweave_move(self, kind):
@@ -172,7 +180,7 @@ def _ratios(repeat=7):
         layout = _contiguous(BIG) if kind == "contiguous" else _strided(BIG)
 
         def ours_setup():
-            return _source(BIG, layout), sw.CPU(layout.cosize)
+            return _source(BIG, layout), _touched_cpu(layout.cosize)
 
         def theirs_setup():
             return _views(BIG, 1 if kind == "contiguous" else 2)

