@@ -926,6 +926,9 @@ int MoveOp_clear(PyObject* self) {
 
 void MoveOp_dealloc(PyObject* self) {
   MoveOperationObject* m = as_move_op(self);
+  // Untrack before clearing: a field's finalizer may run the collector,
+  // which must not see this dying object (it would free it a second time).
+  PyObject_GC_UnTrack(self);
   Py_CLEAR(m->reverse_op);
   Py_CLEAR(m->source_carrier);
   Py_CLEAR(m->dest_carrier);
