@@ -43,3 +43,42 @@ def test_move_node_dealloc_survives_collector_run_by_a_field_finalizer():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_move_keeps_the_profiling_session_alive_while_python_code_runs():
+    # move_async looked the session up once, then ran the operation's
+    # __init__ before using it; dropping the abandoned profile's last
+    # reference there (and letting an operation notice) freed the session.
+    r = run_python("""
+        import strideweave as sw
+        F32 = sw.DType.Float32
+
+        class SrcCPU(sw.CPU):
+            pass
+
+        class DstCPU(sw.CPU):
+            pass
+
+        x = sw.Tensor(sw.CPU(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
+        holder = []
+
+        class DropProfile(sw.ElementwiseMoveOperation):
+            def __init__(self):
+                super().__init__()
+                holder.clear()  # the last reference to the entered profile
+                sw.add(x, x)    # an operation looks the session up again
+
+        sw.register_move_operation(SrcCPU, DstCPU, DropProfile)
+        p = sw.profile()
+        p.__enter__()
+        holder.append(p)
+        del p
+        t = sw.Tensor(SrcCPU(4, dtype=F32), 0, sw.Layout.canonical(sw.Shape([4])))
+        with sw.no_grad():
+            r = sw.move_async(t, DstCPU(4, dtype=F32))
+            out = r.wait(timeout=10)
+        assert out.carrier.size() == 4
+        print("ok")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -754,7 +754,9 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
   j->record_node = record_node;
   j->src_version = as_carrier(src)->version;
   j->dst_version = as_carrier(dest)->version;
-  PyObject* session = profiler_current();
+  // Strong: Python code (hooks, the operation's __init__) runs before the
+  // session is used and may drop every other reference to it.
+  PyObject* session = Py_XNewRef(profiler_current());
   bool claimed = false;
   bool submit_failed = true;  // false: a validation failure, not a failed submission
 
@@ -848,6 +850,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
       }
       if (r != 1) commit(j, r == 0);
       Py_XDECREF(shapes);
+      Py_XDECREF(session);
       Py_DECREF(cls);
       return handle;
     }
@@ -870,6 +873,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
         PyErr_Clear();
     }
     Py_XDECREF(shapes);
+    Py_XDECREF(session);
     Py_DECREF(cls);
     return handle;
   }
@@ -892,6 +896,7 @@ error:
   }
   Py_XDECREF(reverse);
   Py_XDECREF(prepared);
+  Py_XDECREF(session);
   Py_DECREF(cls);
   j->drop_refs();
   delete j;
