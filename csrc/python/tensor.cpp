@@ -9,7 +9,8 @@ PyObject* Tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs);
 
 int Tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   TensorObject* t = as_tensor(self);
-  Py_VISIT(Py_TYPE(self));
+  // No visit of Py_TYPE(self): Tensor_Type is static, and for a Python
+  // subclass subtype_traverse visits the heap type itself.
   Py_VISIT(t->carrier);
   Py_VISIT(t->layout);
   Py_VISIT(t->dtype);
@@ -37,9 +38,8 @@ void Tensor_dealloc(PyObject* self) {
   Py_CLEAR(t->carrier);
   Py_CLEAR(t->layout);
   Py_CLEAR(t->dtype);
-  PyTypeObject* tp = Py_TYPE(self);
-  tp->tp_free(self);
-  if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(tp);
+  // A Python subclass's type reference is dropped by subtype_dealloc.
+  Py_TYPE(self)->tp_free(self);
 }
 
 // Builds a tensor object without validation (callers validated).

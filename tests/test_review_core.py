@@ -1,0 +1,60 @@
+"""Regression tests from the C-API review of the core binding files
+(dtype, shape, layout, carrier, cpu, generic, file_backed, tensor,
+representation, dlpack). Crashes run in a subprocess."""
+import gc
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from strideweave import CPU, DType, FileBacked, Generic, Layout, Shape, Stride, Tensor, CompoundDType
+from strideweave.core import Subtensor, TensorRepresentation
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run_snippet(code):
+    env = dict(os.environ)
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = str(ROOT / env["STRIDEWEAVE_BUILD"])
+    return subprocess.run([sys.executable, "-X", "dev", "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def assert_runs(code):
+    r = run_snippet(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+# ---- tensor.cpp: Python subclasses of Tensor
+
+
+def test_tensor_subclass_dealloc_keeps_type_refcount():
+    # Tensor_dealloc dropped the heap subclass's type reference a second time
+    # (subtype_dealloc already does it), so the class soon died under live code.
+    assert_runs("""
+        import sys
+        from strideweave import CPU, Layout, Shape, Stride, Tensor
+        class T(Tensor): pass
+        c = CPU(4)
+        l = Layout(Shape(2), Stride(1))
+        before = sys.getrefcount(T)
+        for _ in range(50):
+            t = T(c, 0, l)
+            del t
+        assert sys.getrefcount(T) == before, (before, sys.getrefcount(T))
+    """)
+
+
+def test_tensor_subclass_traverse_visits_type_once():
+    # subtype_traverse visits the heap type already; a second visit from the
+    # static base's tp_traverse under-counts the type's references in the GC.
+    class T(Tensor):
+        pass
+
+    t = T(CPU(2), 0, Layout(Shape(2), Stride(1)))
+    assert [r for r in gc.get_referents(t) if r is T] == [T]
