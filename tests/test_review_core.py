@@ -58,3 +58,30 @@ def test_tensor_subclass_traverse_visits_type_once():
 
     t = T(CPU(2), 0, Layout(Shape(2), Stride(1)))
     assert [r for r in gc.get_referents(t) if r is T] == [T]
+
+
+# ---- cpu.cpp, generic.cpp, file_backed.cpp: values lists mutated by conversion
+
+MUTATING_VALUES = """
+    from strideweave import CPU, DType, FileBacked, Generic
+    values = []
+    class Clearing:
+        # Conversion runs this while the carrier walks the list's items.
+        def __float__(self):
+            values.clear()
+            return 1.0
+    def fresh():
+        values[:] = [Clearing()] + [float(i) + 0.5 for i in range(2000)]
+        return values
+"""
+
+
+@pytest.mark.parametrize("build", [
+    "Generic(fresh(), dtype=DType.Float32)",
+    "CPU(1).new_like(fresh())",
+    "Generic([1.0]).new_like(fresh())",
+    "FileBacked(dtype=DType.Float32).new_like(fresh())",
+])
+def test_values_list_cleared_during_conversion(build):
+    out = assert_runs(textwrap.dedent(MUTATING_VALUES) + f"c = {build}\nprint(c.size(), c[0], c[2000])\n")
+    assert out.split() == ["2001", "1.0", "1999.5"]

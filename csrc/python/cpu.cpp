@@ -127,6 +127,10 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
   PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
   if (!seq) return nullptr;
+  // Conversion may run Python code (__index__, __float__) that mutates a
+  // list under the borrowed items: walk an immutable snapshot instead.
+  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject* r = cpu_make(Py_TYPE(c), n, code, mutable_, true);
   if (!r) { Py_DECREF(seq); return nullptr; }

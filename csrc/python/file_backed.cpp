@@ -289,6 +289,10 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   int64_t item = sw::itemsize(code);
   PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
   if (!seq) return nullptr;
+  // Conversion may run Python code (__index__, __float__) that mutates a
+  // list under the borrowed items: walk an immutable snapshot instead.
+  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   // Encode everything before touching the file system.
   std::vector<unsigned char> bytes;

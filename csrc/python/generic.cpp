@@ -36,6 +36,10 @@ int check_dtype(PyObject* dtype) {
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
   PyObject* seq = PySequence_Fast(values, "Generic values must be iterable");
   if (!seq) return nullptr;
+  // Conversion may run Python code (__index__, __float__) that mutates a
+  // list under the borrowed items: walk an immutable snapshot instead.
+  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject* list = PyList_New(n);
   if (!list) { Py_DECREF(seq); return nullptr; }
