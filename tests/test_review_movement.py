@@ -82,3 +82,58 @@ def test_move_keeps_the_profiling_session_alive_while_python_code_runs():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------ in-process tests
+
+import pytest  # noqa: E402
+
+import strideweave as sw  # noqa: E402
+
+F32 = sw.DType.Float32
+WAIT = 10.0
+
+
+@pytest.fixture
+def fake():
+    ctl = sw._core._metal_install_fake_runtime()
+    try:
+        yield ctl
+    finally:
+        ctl.hold_synchronize(False)
+        sw._core._metal_remove_runtime()
+
+
+class ReviewMetal(sw.Metal):
+    pass
+
+
+def test_metal_source_refuses_a_second_move_while_its_release_synchronizes(fake):
+    # The terminal commit gives ownership back, then releases the source;
+    # Metal's release synchronizes with the GIL released. The move is not
+    # complete yet, so another move of the source must fail at initiation.
+    class HoldRelease(sw.MetalToCpuMoveOperation):
+        source_class = ReviewMetal
+
+        def _copy(self, tensor, destination, output, element_count):
+            super()._copy(tensor, destination, output, element_count)
+            fake.hold_synchronize(True)  # the next synchronize is the release's
+
+    src = ReviewMetal(4, dtype=F32)
+    t = sw.Tensor(src, 0, sw.Layout.canonical(sw.Shape([4])))
+    with sw.registered_move_operation(ReviewMetal, sw.CPU, HoldRelease):
+        h = sw.move_async(t, sw.CPU(4, dtype=F32))
+        try:
+            assert fake.wait_synchronizing(WAIT)
+            assert not h.done
+            with pytest.raises(RuntimeError, match="released|owned"):
+                h2 = sw.move_async(t, sw.CPU(4, dtype=F32))
+                try:
+                    h2.wait(timeout=WAIT)
+                except Exception:
+                    pass
+        finally:
+            fake.hold_synchronize(False)
+        out = h.wait(timeout=WAIT)
+    assert src.is_released()
+    assert out.carrier.size() == 4

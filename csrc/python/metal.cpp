@@ -242,7 +242,10 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
 
 void vt_release(CarrierObject* c) {
   MetalObject* o = as_metal(c);
-  // Detach first: other threads see an empty carrier while this one waits.
+  // Detach first: other threads see an empty, released carrier while this
+  // one waits (a move's commit has already given its ownership back, so
+  // without the flag another move could claim the source meanwhile).
+  o->base.released = true;
   std::shared_ptr<M::Runtime> rt = std::move(o->rt);
   const M::BufferId buf = o->buf;
   o->buf = 0;
