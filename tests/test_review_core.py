@@ -85,3 +85,57 @@ MUTATING_VALUES = """
 def test_values_list_cleared_during_conversion(build):
     out = assert_runs(textwrap.dedent(MUTATING_VALUES) + f"c = {build}\nprint(c.size(), c[0], c[2000])\n")
     assert out.split() == ["2001", "1.0", "1999.5"]
+
+
+# ---- carrier.cpp: a Python size() override never widens native storage access
+
+
+@pytest.mark.parametrize("base, make", [("CPU", "C(4)"), ("Generic", "C([1.0, 2.0, 3.0, 4.0])")])
+def test_size_override_cannot_reach_past_native_storage(base, make):
+    out = assert_runs(f"""
+        from strideweave import CPU, Generic
+        class C({base}):
+            def size(self):
+                return 1 << 40
+        c = {make}
+        for op in (lambda: c[1 << 30], lambda: c.__setitem__(1 << 30, 1.0)):
+            try:
+                op()
+            except IndexError as e:
+                print("IndexError", e)
+    """)
+    assert out.count("IndexError") == 2 and "for size 4" in out
+
+
+def test_size_override_that_releases_reports_released():
+    out = assert_runs("""
+        from strideweave import CPU
+        class C(CPU):
+            def size(self):
+                self.release()
+                return 4
+        for op in (lambda c: c[0], lambda c: c.__setitem__(0, 1.0)):
+            try:
+                op(C(4))
+            except RuntimeError as e:
+                print("RuntimeError", e)
+    """)
+    assert out.count("carrier is released") == 2
+
+
+def test_size_override_keeps_kernels_off_native_memory():
+    # Tensor validation trusts the hook; kernels must not then read the
+    # native buffer over the hook's span.
+    assert_runs("""
+        from strideweave import CPU, Layout, Shape, Stride, Tensor
+        class C(CPU):
+            def size(self):
+                return 1 << 40
+        t = Tensor(C(4), 0, Layout(Shape(1 << 24), Stride(1)))
+        try:
+            r = t + t
+            r[(1 << 24) - 1]
+        except (TypeError, IndexError) as e:
+            print(type(e).__name__, e)
+    """)
+

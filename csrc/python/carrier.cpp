@@ -72,6 +72,21 @@ int check_range(PyObject* c, Py_ssize_t i) {
   return 0;
 }
 
+// The vtable reads the native storage itself. When a Python size() override
+// did the range check it may claim more slots than the storage has, or have
+// released it: check again against the storage. -1 with an exception.
+int check_native_range(PyObject* c, Py_ssize_t i) {
+  if (!overrides(c, s_size)) return 0;  // check_range used the native size
+  if (check_live(c) < 0) return -1;
+  Py_ssize_t n = as_carrier(c)->vt->size(as_carrier(c));
+  if (n < 0) return -1;
+  if (i >= n) {
+    PyErr_Format(PyExc_IndexError, "carrier index %zd out of range for size %zd", i, n);
+    return -1;
+  }
+  return 0;
+}
+
 // Native paths (vtable or NotImplementedError), used by the base's Python
 // methods and by the carrier_* functions when no override exists.
 Py_ssize_t native_size(PyObject* c) {
@@ -460,6 +475,7 @@ PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
   }
   CarrierObject* o = as_carrier(c);
   if (!o->vt) return not_implemented<PyObject*>(c, "get_value", nullptr);
+  if (check_native_range(c, i) < 0) return nullptr;
   return o->vt->get(o, i);
 }
 
@@ -476,6 +492,7 @@ int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v) {
   }
   CarrierObject* o = as_carrier(c);
   if (!o->vt) return not_implemented<int>(c, "set_value", -1);
+  if (check_native_range(c, i) < 0) return -1;
   return o->vt->set(o, i, v);
 }
 
@@ -569,6 +586,9 @@ int carrier_reserve(PyObject* c, Py_ssize_t n) {
 void* carrier_host_data(PyObject* c) {
   CarrierObject* o = as_carrier(c);
   if (o->released || !o->vt || !o->vt->host_data) return nullptr;
+  // Callers size their raw access by carrier_size(); a Python size()
+  // override may claim more than the native buffer holds.
+  if (overrides(c, s_size)) return nullptr;
   return o->vt->host_data(o);
 }
 
