@@ -137,3 +137,45 @@ def test_metal_source_refuses_a_second_move_while_its_release_synchronizes(fake)
         out = h.wait(timeout=WAIT)
     assert src.is_released()
     assert out.carrier.size() == 4
+
+
+def test_profile_events_survive_events_recorded_by_a_finalizer_during_the_read():
+    # Session._events() built each tuple from a reference into the event
+    # vector; a collection triggered by that allocation ran a finalizer that
+    # recorded events, reallocating the vector under the loop (the moved-
+    # from entries then read back with empty names, or worse).
+    import gc
+
+    x = sw.Tensor(sw.CPU(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
+    state = {"stage": 0}
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            state["stage"] += 1
+            if state["stage"] == 1:
+                Cycle()  # garbage for the next collection, inside the loop
+            elif state["stage"] == 2:
+                for _ in range(40):
+                    sw.add(x, x)
+
+    with sw.profile() as p:
+        for _ in range(16):  # a full vector (capacity 16)
+            sw.add(x, x)
+        old = gc.get_threshold()
+        gc.collect()
+        gc.disable()
+        Cycle()
+        gc.set_threshold(1)
+        gc.enable()
+        try:
+            raw = p._session._events()
+        finally:
+            gc.set_threshold(*old)
+            gc.collect()
+    assert state["stage"] >= 2
+    assert len(raw) >= 16
+    assert [r[2] for r in raw] == ["add"] * len(raw)
+    assert len({r[0] for r in raw}) == len(raw)

@@ -160,7 +160,17 @@ PyObject* Session_events(PyObject* self, PyObject*) {
   SessionObject* s = as_session(self);
   PyObject* out = PyList_New(0);
   if (!out) return nullptr;
-  for (const auto& e : *s->events) {
+  // Index and copy each event: an allocation below can run the collector,
+  // whose finalizers may record events and reallocate the store.
+  const size_t n = s->events->size();
+  for (size_t i = 0; i < n && i < s->events->size(); ++i) {
+    RawEvent e;
+    try {
+      e = (*s->events)[i];  // its objects stay owned by the store
+    } catch (const std::bad_alloc&) {
+      Py_DECREF(out);
+      return PyErr_NoMemory();
+    }
     PyObject* t = Py_BuildValue("(LLsNNNLLKO)", static_cast<long long>(e.id), static_cast<long long>(e.parent_id),
                                 e.name.c_str(), none_or(e.carrier_type), none_or(e.implementation_type),
                                 none_or(e.input_shapes), static_cast<long long>(e.start_ns),
