@@ -139,3 +139,19 @@ def test_size_override_keeps_kernels_off_native_memory():
             print(type(e).__name__, e)
     """)
 
+
+def test_cpu_write_whose_conversion_releases_the_carrier():
+    out = assert_runs("""
+        from strideweave import CPU
+        c = CPU(4)
+        class Releasing:
+            def __float__(self):
+                c.release()
+                return 1.0
+        try:
+            c[0] = Releasing()
+        except RuntimeError as e:
+            print("RuntimeError", e)
+        assert c.is_released()
+    """)
+    assert "RuntimeError" in out and "changed during the write" in out

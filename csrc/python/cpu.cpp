@@ -55,24 +55,34 @@ int cpu_storage(CPUObject* o, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, 
   return 0;
 }
 
+// The slot's address, looked up after conversion: converting may run Python
+// code (__float__, __index__) that released this carrier.
+void* slot_base(CPUObject* o, Py_ssize_t i) {
+  if (o->base.released || i >= o->size || !o->buffer.data()) {
+    PyErr_SetString(PyExc_RuntimeError, "CPU carrier changed during the write");
+    return nullptr;
+  }
+  return o->buffer.data();
+}
+
 int cpu_set_slot(CPUObject* o, Py_ssize_t i, PyObject* v) {
-  void* data = o->buffer.data();
+  void* data;
   switch (o->dtype) {
     case sw::DTypeCode::Float32: {
       float f;
-      if (value_to_f32(v, &f) < 0) return -1;
+      if (value_to_f32(v, &f) < 0 || !(data = slot_base(o, i))) return -1;
       static_cast<float*>(data)[i] = f;
       return 0;
     }
     case sw::DTypeCode::Int32: {
       int32_t x;
-      if (value_to_i32(v, &x) < 0) return -1;
+      if (value_to_i32(v, &x) < 0 || !(data = slot_base(o, i))) return -1;
       static_cast<int32_t*>(data)[i] = x;
       return 0;
     }
     default: {
       bool b;
-      if (value_to_bool(v, &b) < 0) return -1;
+      if (value_to_bool(v, &b) < 0 || !(data = slot_base(o, i))) return -1;
       static_cast<uint8_t*>(data)[i] = b ? 1 : 0;
       return 0;
     }
