@@ -155,3 +155,22 @@ def test_cpu_write_whose_conversion_releases_the_carrier():
         assert c.is_released()
     """)
     assert "RuntimeError" in out and "changed during the write" in out
+
+
+# ---- representation.cpp: span check without int64 overflow
+
+
+def test_representation_span_check_does_not_overflow():
+    class OnePlane(CompoundDType):
+        simple_types = (DType.Float32,)
+
+    # offset + cosize wraps past INT64_MAX: must still be "exceeds".
+    sub = Subtensor(DType.Float32, CPU(4), 2**62, Layout(Shape(2), Stride(2**62 - 1)))
+    with pytest.raises(ValueError, match="span exceeds carrier size"):
+        Tensor._from_representation(TensorRepresentation(OnePlane(), [sub], []))
+
+
+# ---- dtype.cpp / tensor.cpp: a compound dtype's name follows its class
+
+
+# ---- shape.cpp: nesting limit also holds for nested Shape objects

@@ -201,7 +201,8 @@ int validate_subtensor(PyObject* sub, PyObject* plane, Py_ssize_t i) {
   }
   Py_ssize_t csize = carrier_size(s->carrier);
   if (csize < 0) return -1;
-  if (static_cast<int64_t>(s->offset) + layout_of(s->layout).cosize() > static_cast<int64_t>(csize)) {
+  // Compared as offset > size - cosize: offset + cosize may exceed INT64_MAX.
+  if (static_cast<int64_t>(s->offset) > static_cast<int64_t>(csize) - layout_of(s->layout).cosize()) {
     PyErr_Format(PyExc_ValueError, "subtensor %zd span exceeds carrier size %zd", i, csize);
     return -1;
   }
