@@ -173,4 +173,26 @@ def test_representation_span_check_does_not_overflow():
 # ---- dtype.cpp / tensor.cpp: a compound dtype's name follows its class
 
 
+def test_compound_dtype_name_survives_class_rename():
+    # The compound's name pointer borrowed the class's tp_name, freed when
+    # the class is renamed; the grad error message then read freed memory.
+    out = assert_runs("""
+        import gc, sys
+        from strideweave import CPU, DType, Layout, Shape, Stride, Tensor, CompoundDType
+        from strideweave.core import Subtensor, TensorRepresentation
+        C = type("".join(["Cmp", "q" * 40]), (CompoundDType,), {"simple_types": (DType.Float32,)})
+        rep = TensorRepresentation(C(), [Subtensor(DType.Float32, CPU(2), 0, Layout(Shape(2), Stride(1)))], [])
+        t = Tensor._from_representation(rep)
+        C.__name__ = "".join(["Renamed", "z" * 40])
+        C.__qualname__ = "Q"
+        gc.collect()
+        filler = ["".join(["y", str(i)]) * 20 for i in range(1000)]
+        try:
+            t.grad
+        except RuntimeError as e:
+            print(str(e).encode("ascii", "backslashreplace").decode())
+    """)
+    assert "Renamed" + "z" * 40 in out and "not differentiable" in out
+
+
 # ---- shape.cpp: nesting limit also holds for nested Shape objects

@@ -81,7 +81,9 @@ PyObject* DType_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* self = type->tp_alloc(type, 0);
   if (!self) { Py_DECREF(tup); return nullptr; }
   as_dtype(self)->code = sw::DTypeCode::Compound;
-  as_dtype(self)->name = type->tp_name;
+  // Not type->tp_name: renaming the class frees that buffer. Readers name a
+  // compound by _PyType_Name(Py_TYPE(d)).
+  as_dtype(self)->name = "CompoundDType";
   as_dtype(self)->simple_types = tup;
   return self;
 }

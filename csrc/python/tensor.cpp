@@ -155,8 +155,12 @@ bool tensor_is_differentiable(PyObject* self) { return dtype_is_differentiable(a
 PyObject* Tensor_get_grad(PyObject* self, void*) {
   TensorObject* t = as_tensor(self);
   if (!tensor_is_differentiable(self)) {
+    // A compound dtype is named by its class (whose name may change).
+    PyObject* d = t->dtype;
     PyErr_Format(PyExc_RuntimeError, "a %s tensor is not differentiable and has no grad",
-                 as_tensor(self)->dtype ? reinterpret_cast<DTypeObject*>(t->dtype)->name : "?");
+                 !d ? "?"
+                    : dtype_code(d) == sw::DTypeCode::Compound ? _PyType_Name(Py_TYPE(d))
+                                                               : reinterpret_cast<DTypeObject*>(d)->name);
     return nullptr;
   }
   if (!t->grad) Py_RETURN_NONE;
