@@ -88,6 +88,12 @@ int parse_item(bool shape, PyObject* item, int depth, sw::IntTree* out) {
     return -1;
   }
   if (is_int_tree(item)) {
+    // The limit holds for nested Shape/Stride objects too, or wrapping them
+    // would grow a tree deep enough to overflow the recursive tree code.
+    if (depth + tree_of(item).depth() > kMaxDepth) {
+      PyErr_Format(PyExc_ValueError, "%s nesting is deeper than %d levels", kind_name(shape), kMaxDepth);
+      return -1;
+    }
     if (check_tree(shape, tree_of(item)) < 0) return -1;
     *out = tree_of(item);
     return 0;
