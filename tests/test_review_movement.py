@@ -179,3 +179,36 @@ def test_profile_events_survive_events_recorded_by_a_finalizer_during_the_read()
     assert len(raw) >= 16
     assert [r[2] for r in raw] == ["add"] * len(raw)
     assert len({r[0] for r in raw}) == len(raw)
+
+
+def test_evictable_source_refuses_writes_and_moves_while_its_tiers_release():
+    # The commit gives the Evictable's ownership back, then releases it; its
+    # release runs the tiers' hooks (Python code, so other threads run). The
+    # move is not complete: the source must not accept a write or a move.
+    import threading
+
+    in_release = threading.Event()
+    proceed = threading.Event()
+
+    class ReleaseHookCPU(sw.CPU):
+        def _release(self):
+            if threading.current_thread() is not threading.main_thread():
+                in_release.set()
+                assert proceed.wait(WAIT)
+            return super()._release()
+
+    ev = sw.Evictable(ReleaseHookCPU(4, dtype=F32), sw.CPU(4, dtype=F32))
+    t = sw.Tensor(ev, 0, sw.Layout.canonical(sw.Shape([4])))
+    h = sw.move_async(t, sw.CPU(4, dtype=F32))
+    try:
+        assert in_release.wait(WAIT)
+        assert not h.done
+        with pytest.raises(RuntimeError, match="released"):
+            ev[0] = 5.0
+        with pytest.raises(RuntimeError, match="released"):
+            sw.move_async(t, sw.CPU(4, dtype=F32))
+    finally:
+        proceed.set()
+    out = h.wait(timeout=WAIT)
+    assert ev.is_released()
+    assert out.carrier.size() == 4

@@ -160,7 +160,13 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   return carrier_set_unchecked(o->primary, i, v);
 }
 
-void vt_release(CarrierObject* c) { drop_tiers(&impl(c)->ev); }
+void vt_release(CarrierObject* c) {
+  // Released before the tiers' hooks run (Python code): a move's commit
+  // has already given its ownership back, so another thread must not be
+  // able to write or move this carrier meanwhile.
+  c->released = true;
+  drop_tiers(&impl(c)->ev);
+}
 
 PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* secondary);
 
