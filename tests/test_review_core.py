@@ -225,3 +225,32 @@ def test_nested_shape_objects_cannot_overflow_the_stack():
         except ValueError as e:
             print(e)
     """)
+
+
+# ---- dlpack.cpp: a carrier released while __dlpack__ runs is not exported
+
+
+@pytest.mark.parametrize("kwargs", ["copy=Releasing()", "copy=Releasing(), max_version=(1, 0)"])
+def test_dlpack_refuses_carrier_released_during_export(kwargs):
+    c = CPU(8)
+    t = Tensor(c, 0, Layout(Shape(8), Stride(1)))
+
+    class Releasing:
+        def __bool__(self):
+            c.release()
+            return False
+
+    with pytest.raises(BufferError, match="non-null"):
+        eval(f"t.__dlpack__({kwargs})")
+    assert c.is_released()
+
+
+def test_dlpack_refuses_carrier_released_by_is_mutable_hook():
+    class C(CPU):
+        def _is_mutable(self):
+            self.release()
+            return True
+
+    t = Tensor(C(8), 0, Layout(Shape(8), Stride(1)))
+    with pytest.raises(BufferError, match="non-null"):
+        t.__dlpack__(max_version=(1, 0))

@@ -343,6 +343,15 @@ PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize
 
 namespace {
 
+// BufferError when a tensor with elements has no storage to export: a null
+// pointer, or a carrier released during this call (pointer is then stale).
+bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, const sw::Layout& layout) {
+  if (layout.size() == 0) return false;
+  if (pointer != 0 && (released_before || !carrier_is_released(carrier))) return false;
+  PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+  return true;
+}
+
 PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   PyObject* max_version = args.max_version;
   PyObject* dl_device = args.dl_device;
@@ -354,6 +363,9 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
 
   uintptr_t pointer = 0;
   Device device{};
+  // copy's __bool__, the hooks and an _is_mutable override run Python code
+  // that may release the carrier after its pointer was read.
+  const bool released_before = carrier_is_released(t->carrier);
   if (resolve_carrier(t->carrier, &pointer, &device) < 0) return nullptr;
 
   if (!is_none(copy)) {
@@ -400,11 +412,7 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   }
 
   const sw::Layout& layout = layout_of(t->layout);
-  if (pointer == 0 && layout.size() > 0) {
-    PyErr_SetString(PyExc_BufferError,
-                    "DLPack data pointer must be non-null (was the carrier released?)");
-    return nullptr;
-  }
+  if (pointer_gone(pointer, released_before, t->carrier, layout)) return nullptr;
 
   dl::ExportSpec spec;
   spec.data = reinterpret_cast<void*>(pointer);
@@ -417,6 +425,7 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
     int mut = carrier_is_mutable(t->carrier);
     if (mut < 0) return nullptr;
     spec.read_only = !mut;
+    if (pointer_gone(pointer, released_before, t->carrier, layout)) return nullptr;
   }
 
   // The managed tensor owns this reference; its deleter drops it.
