@@ -254,3 +254,28 @@ def test_dlpack_refuses_carrier_released_by_is_mutable_hook():
     t = Tensor(C(8), 0, Layout(Shape(8), Stride(1)))
     with pytest.raises(BufferError, match="non-null"):
         t.__dlpack__(max_version=(1, 0))
+
+
+# ---- file_backed.cpp: a forked child leaves its parent's files alone
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("child_exit", ["del fb; gc.collect(); os._exit(0)", "sys.exit(0)", "fb.release(); os._exit(0)"])
+def test_forked_child_does_not_remove_parent_files(child_exit):
+    out = assert_runs(f"""
+        import gc, os, sys
+        from strideweave import CPU, DType, FileBacked, Layout, Shape, Stride, Tensor, move
+        fb = FileBacked(dtype=DType.Float32)
+        src = CPU(2)
+        src[0] = 1.5
+        move(Tensor(src, 0, Layout(Shape(2), Stride(1))), fb)
+        path = fb.path
+        pid = os.fork()
+        if pid == 0:
+            {child_exit}
+        os.waitpid(pid, 0)
+        print(path.exists(), fb[0])
+        fb.release()
+        print(path.exists())
+    """)
+    assert out.split() == ["True", "1.5", "False"]

@@ -151,4 +151,13 @@ void FileStorage::close_and_unlink() {
   bytes_ = 0;
 }
 
+void FileStorage::close_keep_file() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  path_.clear();
+  bytes_ = 0;
+}
+
 }  // namespace sw

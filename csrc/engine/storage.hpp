@@ -63,6 +63,9 @@ class FileStorage {
   void write(int64_t offset, const void* src, int64_t n);
   // Closes the descriptor and removes the file; idempotent.
   void close_and_unlink();
+  // Closes the descriptor but leaves the file (a forked child's copy of its
+  // parent's storage); idempotent.
+  void close_keep_file();
 
  private:
   int fd_ = -1;

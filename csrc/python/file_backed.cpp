@@ -14,7 +14,7 @@
 #include <new>
 #include <string>
 #include <system_error>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "sw.hpp"
@@ -50,8 +50,9 @@ struct Directory {
   }
 };
 Directory g_dir;
-// Live (unreleased) FileBacked objects, for the exit hook.
-std::unordered_set<FileBackedObject*> g_live;
+// Live (unreleased) FileBacked objects, for the exit hook, with the pid of
+// the process that created each file.
+std::unordered_map<FileBackedObject*, pid_t> g_live;
 unsigned long long g_counter = 0;
 
 bool supported(sw::DTypeCode c) {
@@ -198,8 +199,20 @@ int fb_create(FileBackedObject* o, const std::string* name, PyObject* dtype, boo
   Py_SETREF(o->dtype, Py_NewRef(dtype));
   o->size = 0;
   o->base.constructed_mutable = mutable_;
-  g_live.insert(o);
+  g_live[o] = ::getpid();
   return 0;
+}
+
+// Closes o's file and forgets it. The file is removed only by the process
+// that created it: a forked child shares its parent's files (as it does the
+// directory) and leaves them in place on release, collection and exit.
+void fb_close(FileBackedObject* o) {
+  auto it = g_live.find(o);
+  if (it != g_live.end() && it->second != ::getpid())
+    o->file.close_keep_file();
+  else
+    o->file.close_and_unlink();
+  if (it != g_live.end()) g_live.erase(it);
 }
 
 int fb_resize(FileBackedObject* o, Py_ssize_t n) {
@@ -277,9 +290,8 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
 
 void vt_release(CarrierObject* c) {
   FileBackedObject* o = as_fb(c);
-  o->file.close_and_unlink();
+  fb_close(o);
   o->size = 0;
-  g_live.erase(o);
 }
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
@@ -381,8 +393,8 @@ int FileBacked_init(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 void FileBacked_dealloc(PyObject* self) {
   FileBackedObject* o = as_fb(self);
-  g_live.erase(o);
-  o->file.~FileStorage();  // closes and removes the file
+  fb_close(o);
+  o->file.~FileStorage();
   Py_CLEAR(o->name);
   Py_CLEAR(o->dtype);
   carrier_dealloc(self);
@@ -414,8 +426,11 @@ PyGetSetDef FileBacked_getset[] = {
 
 // atexit: remove the live files and the directory.
 PyObject* cleanup(PyObject*, PyObject*) {
-  for (FileBackedObject* o : g_live) {
-    o->file.close_and_unlink();
+  for (auto& [o, pid] : g_live) {
+    if (pid == ::getpid())
+      o->file.close_and_unlink();
+    else
+      o->file.close_keep_file();  // a forked child's copy of its parent's file
     o->size = 0;
     o->base.released = true;  // later reads say "released", not EBADF
   }

@@ -142,6 +142,21 @@ TEST(FileStorage, DestructorUnlinks) {
   EXPECT_FALSE(exists(p));
 }
 
+TEST(FileStorage, CloseKeepFileLeavesTheFile) {
+  TempDir dir;
+  std::string p = dir.file("k.bin");
+  {
+    sw::FileStorage f;
+    f.create(p);
+    f.close_keep_file();
+    EXPECT_FALSE(f.is_open());
+    EXPECT_TRUE(f.path().empty());
+    f.close_keep_file();  // idempotent
+  }  // the destructor has nothing left to remove
+  EXPECT_TRUE(exists(p));
+  ::unlink(p.c_str());
+}
+
 TEST(FileStorage, ExistingFileIsEexist) {
   TempDir dir;
   std::string p = dir.file("c.bin");
