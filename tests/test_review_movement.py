@@ -212,3 +212,44 @@ def test_evictable_source_refuses_writes_and_moves_while_its_tiers_release():
     out = h.wait(timeout=WAIT)
     assert ev.is_released()
     assert out.carrier.size() == 4
+
+
+def test_an_operation_instance_reentered_from_a_hook_performs_one_move():
+    # forward() checked `used` early but set it only once the job adopted the
+    # instance; a destination's allocate hook in between re-entered forward
+    # on the same instance, and the outer commit then rewrote the inner
+    # result's node (its input became the outer source: wrong gradients).
+    from strideweave.carriers import extension as ext
+
+    L2 = sw.Layout.canonical(sw.Shape([2]))
+    op = sw.ElementwiseMoveOperation()
+    t_inner = sw.Tensor(sw.CPU(2, dtype=F32), 0, L2)
+    seen = {}
+
+    def allocate(c, n):
+        c._slots = [0.0] * n
+        if n and "inner" not in seen:
+            seen["inner"] = None
+            try:
+                seen["inner"] = op.forward(t_inner, sw.CPU(2, dtype=F32))
+            except RuntimeError as e:
+                seen["inner"] = e
+
+    storage = ext.StorageProvider(
+        supports_dtype=lambda c, d: True,
+        physical_size=lambda c: len(c.__dict__.get("_slots", ())),
+        allocate=allocate,
+        release=lambda c: c.__dict__.update(_slots=[]),
+        read=lambda c, i: c._slots[i],
+        write=lambda c, i, v: c._slots.__setitem__(i, v),
+        elementwise_fallback=True,
+    )
+    Grows = type("ReviewGrows", (sw.Carrier,), {})
+    ext.register_carrier_definition(Grows, ext.CarrierDefinition(storage))
+    t_outer = sw.Tensor(sw.CPU(2, dtype=F32), 0, L2)
+    out = op.forward(t_outer, Grows(0, dtype=F32))
+    assert out.autograd_ctx is op
+    assert op.inputs()[0] is t_outer
+    assert isinstance(seen["inner"], RuntimeError)
+    assert "already performed a move" in str(seen["inner"])
+    assert not t_inner.carrier.is_released()

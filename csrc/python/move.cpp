@@ -715,12 +715,16 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     Py_DECREF(cls);
     return nullptr;
   }
+  // Taken now, not when the job adopts it: hooks run below (prepare, a
+  // destination's allocate) and may re-enter forward on this instance.
+  if (op_instance) as_move_op(op_instance)->used = true;
 
   PyObject* reverse = nullptr;
   const bool record_node = grad_enabled() && dtype_is_differentiable(t->dtype);
   if (record_node) {
     reverse = capture_reverse(Py_TYPE(src), Py_TYPE(dest));
     if (!reverse) {
+      if (op_instance) as_move_op(op_instance)->used = false;
       Py_DECREF(cls);
       return nullptr;
     }
@@ -733,6 +737,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
   if (move_route_hooks.prepare) {
     int r = move_route_hooks.prepare(cls, tensor, dest, op_instance == nullptr, &prepared);
     if (r < 0) {
+      if (op_instance) as_move_op(op_instance)->used = false;
       Py_DECREF(cls);
       Py_XDECREF(reverse);
       return nullptr;
@@ -742,6 +747,7 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
 
   auto* j = new (std::nothrow) MoveJob();
   if (!j) {
+    if (op_instance) as_move_op(op_instance)->used = false;
     Py_DECREF(cls);
     Py_XDECREF(reverse);
     Py_XDECREF(prepared);
@@ -881,7 +887,8 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
 error:
   // Nothing was submitted: undo the claim, leave both carriers as they were
   // (a grown empty destination stays allocated), record a failed submit.
-  if (j->op) as_move_op(j->op)->used = false;
+  if (op_instance) as_move_op(op_instance)->used = false;
+  else if (j->op) as_move_op(j->op)->used = false;
   relinquish_both(j);
   if (claimed) restore_versions(j);
   if (session && claimed && submit_failed) {
