@@ -279,3 +279,20 @@ def test_forked_child_does_not_remove_parent_files(child_exit):
         print(path.exists())
     """)
     assert out.split() == ["True", "1.5", "False"]
+
+
+# ---- tensor.cpp: deallocating a long .grad chain
+
+
+def test_long_grad_chain_deallocates_without_recursion():
+    assert_runs("""
+        from strideweave import CPU, Layout, Shape, Stride, Tensor
+        layout = Layout(Shape(1), Stride(1))
+        head = tail = Tensor(CPU(1), 0, layout)
+        for _ in range(300000):
+            nxt = Tensor(CPU(1), 0, layout)
+            tail.grad = nxt
+            tail = nxt
+        del tail, nxt
+        del head
+    """)

@@ -33,6 +33,8 @@ int Tensor_clear(PyObject* self) {
 void Tensor_dealloc(PyObject* self) {
   TensorObject* t = as_tensor(self);
   PyObject_GC_UnTrack(self);
+  // A long .grad chain would otherwise recurse once per tensor.
+  Py_TRASHCAN_BEGIN(self, Tensor_dealloc)
   if (t->weakreflist) PyObject_ClearWeakRefs(self);
   Tensor_clear(self);
   Py_CLEAR(t->carrier);
@@ -40,6 +42,7 @@ void Tensor_dealloc(PyObject* self) {
   Py_CLEAR(t->dtype);
   // A Python subclass's type reference is dropped by subtype_dealloc.
   Py_TYPE(self)->tp_free(self);
+  Py_TRASHCAN_END
 }
 
 // Builds a tensor object without validation (callers validated).
