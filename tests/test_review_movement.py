@@ -253,3 +253,36 @@ def test_an_operation_instance_reentered_from_a_hook_performs_one_move():
     assert isinstance(seen["inner"], RuntimeError)
     assert "already performed a move" in str(seen["inner"])
     assert not t_inner.carrier.is_released()
+
+
+def test_a_destination_write_during_the_source_release_keeps_its_version_bump():
+    # The destination is given back before the source is released (the
+    # ordering contract), so a Python release hook lets another thread write
+    # it; the commit restored both versions only afterwards, erasing that
+    # public write's version bump (autograd would miss the modification).
+    import threading
+
+    in_release = threading.Event()
+    proceed = threading.Event()
+
+    class ReleaseHookCPU(sw.CPU):
+        def _release(self):
+            if threading.current_thread() is not threading.main_thread():
+                in_release.set()
+                assert proceed.wait(WAIT)
+            return super()._release()
+
+    t = sw.Tensor(ReleaseHookCPU(4, dtype=F32), 0, sw.Layout.canonical(sw.Shape([4])))
+    dest = sw.CPU(4, dtype=F32)
+    h = sw.move_async(t, dest)
+    try:
+        assert in_release.wait(WAIT)
+        assert not h.done
+        dest[0] = 7.0
+        assert dest.version == 1
+    finally:
+        proceed.set()
+    out = h.wait(timeout=WAIT)
+    assert out.carrier is dest
+    assert dest[0] == 7.0
+    assert dest.version == 1

@@ -456,6 +456,10 @@ void commit(MoveJob* j, bool ok) {
     // release the source, then record success.
     if (j->record_node && attach_node(j) < 0) ok = false;
   }
+  // Versions first, while both carriers are still owned: once they are
+  // given back (the source's release may run Python code) other threads may
+  // write the destination, and a later restore would erase that bump.
+  restore_versions(j);
   relinquish_both(j);
   if (ok && carrier_release(j->source) < 0) {
     ok = false;
@@ -472,7 +476,6 @@ void commit(MoveJob* j, bool ok) {
       PyErr_Restore(et, ev, tb);
     }
   }
-  restore_versions(j);
   record_complete(j, ok);
   if (ok)
     await_complete(j->handle, j->output);
