@@ -296,3 +296,29 @@ def test_long_grad_chain_deallocates_without_recursion():
         del tail, nxt
         del head
     """)
+
+
+# ---- dlpack.cpp: dlpack_info values stay owned while converted
+
+
+def test_dlpack_info_mutated_by_value_conversion():
+    # Converting device_type runs __index__, which empties the hook's dict:
+    # the borrowed device_id value must not be read after it is freed.
+    out = assert_runs("""
+        from strideweave import Carrier, DType, Layout, Shape, Stride, Tensor
+        info = {}
+        class DeviceType:
+            def __index__(self):
+                info.clear()
+                return 1
+        class C(Carrier):
+            def size(self): return 4
+            def dtype(self): return DType.Float32
+            def dlpack_info(self): return info
+        def fill():
+            info.update(pointer=4096, device_type=DeviceType(), device_id=int("".join(["12", "345"])))
+        fill()
+        t = Tensor(C(), 0, Layout(Shape(4), Stride(1)))
+        print(t.__dlpack_device__())
+    """)
+    assert out.strip() == "(1, 12345)"

@@ -204,9 +204,11 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
   }
   int rc = -1;
   PyObject* keys[3] = {s_pointer, s_device_type, s_device_id};
-  PyObject* values[3];
+  // Strong references: converting a value may run Python code (__index__)
+  // that mutates the hook's dict and frees the others.
+  PyObject* values[3] = {nullptr, nullptr, nullptr};
   for (int k = 0; k < 3; ++k) {
-    values[k] = PyDict_GetItemWithError(d, keys[k]);  // borrowed
+    values[k] = Py_XNewRef(PyDict_GetItemWithError(d, keys[k]));
     if (!values[k]) {
       if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, keys[k]);
       goto done;
@@ -225,6 +227,7 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
   if (to_int32(values[2], "device_id", &device->id) < 0) goto done;
   rc = 0;
 done:
+  for (PyObject* v : values) Py_XDECREF(v);
   Py_DECREF(d);
   return rc;
 }
