@@ -477,3 +477,31 @@ class TestOwnership:
         t2 = c._claim_ownership()
         assert not c.is_mutable()
         c._relinquish_ownership(t2)
+
+
+def test_a_carrier_being_released_refuses_writes_claims_and_moves():
+    import strideweave as sw
+
+    """While a Python _release hook runs (also during a move's terminal
+    commit) the carrier is neither owned nor released yet: nothing may start
+    writing it or moving it."""
+    seen = {}
+
+    class Flushing(sw.CPU):
+        def _release(self):
+            with pytest.raises(RuntimeError, match="not mutable"):
+                self[0] = 9.0
+            seen["read"] = self[0]  # reads still work: a hook may flush
+            assert self.is_mutable() is False
+            with pytest.raises(RuntimeError, match="being released"):
+                self._claim_ownership()
+            layout = sw.Layout(sw.Shape(2), sw.Stride(1))
+            with pytest.raises(RuntimeError):
+                sw.move(sw.Tensor(self, 0, layout), sw.CPU(2))
+            seen["done"] = True
+
+    c = Flushing(2)
+    c[0] = 1.5
+    c.release()
+    assert seen == {"read": 1.5, "done": True}
+    assert c.is_released()

@@ -404,6 +404,7 @@ PyObject* carrier_alloc(PyTypeObject* type, const CarrierVTable* vt) {
   new (&o->ownership) sw::Ownership();
   o->released = false;
   o->constructed_mutable = true;
+  o->releasing = false;
   return self;
 }
 
@@ -448,6 +449,7 @@ int carrier_is_released(PyObject* c) { return as_carrier(c)->released ? 1 : 0; }
 int carrier_is_owned(PyObject* c) { return as_carrier(c)->ownership.is_owned() ? 1 : 0; }
 
 int carrier_is_mutable(PyObject* c) {
+  if (as_carrier(c)->releasing) return 0;
   int constructed;
   if (overrides(c, s_is_mutable)) {
     PyObject* r = PyObject_CallMethodNoArgs(c, s_is_mutable);
@@ -522,7 +524,12 @@ int carrier_release(PyObject* c) {
     return -1;
   }
   if (overrides(c, s_release)) {
+    // While the hook runs the carrier is neither owned nor released yet:
+    // refuse writes, claims (so new moves) and DLPack-visible mutability,
+    // so nothing starts using storage that is about to go.
+    o->releasing = true;
     PyObject* r = PyObject_CallMethodNoArgs(c, s_release);
+    o->releasing = false;
     if (!r) return -1;
     Py_DECREF(r);
     if (o->released) return 0;  // the hook released re-entrantly
@@ -600,6 +607,10 @@ PyObject* carrier_dlpack_info(PyObject* c) {
 int64_t carrier_claim(PyObject* c) {
   if (as_carrier(c)->released) {
     PyErr_Format(PyExc_RuntimeError, "cannot claim ownership of a released %s carrier", type_name(c));
+    return 0;
+  }
+  if (as_carrier(c)->releasing) {
+    PyErr_Format(PyExc_RuntimeError, "cannot claim ownership of a %s carrier that is being released", type_name(c));
     return 0;
   }
   int64_t t = as_carrier(c)->ownership.claim();

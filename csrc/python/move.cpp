@@ -169,7 +169,7 @@ void raise_plan_error(const std::system_error& e) {
 
 // Runs a plan with the GIL released. 0 / -1.
 int run_plan_unlocked(const Plan& plan) {
-  bool failed = false, nomem = false;
+  bool failed = false, nomem = false, other = false;
   std::system_error err(std::error_code{});
   Py_BEGIN_ALLOW_THREADS
   try {
@@ -179,10 +179,16 @@ int run_plan_unlocked(const Plan& plan) {
     err = e;
   } catch (const std::bad_alloc&) {
     nomem = true;
+  } catch (...) {  // nothing else may unwind into CPython
+    other = true;
   }
   Py_END_ALLOW_THREADS
   if (nomem) {
     PyErr_NoMemory();
+    return -1;
+  }
+  if (other) {
+    PyErr_SetString(PyExc_RuntimeError, "the copy failed with an unexpected engine error");
     return -1;
   }
   if (failed) {
@@ -528,6 +534,9 @@ void run_job(MoveJob* j) {
       err = e;
     } catch (const std::bad_alloc&) {
       nomem = true;
+    } catch (...) {  // recorded as an I/O-class failure rather than terminating the worker
+      failed = true;
+      err = std::system_error(std::make_error_code(std::errc::io_error), "unexpected engine error");
     }
     j->plan = nullptr;
   }

@@ -106,6 +106,7 @@ struct CarrierObject {
   sw::Ownership ownership;
   bool released;               // built-ins: storage relinquished
   bool constructed_mutable;    // built-ins
+  bool releasing;              // a Python _release hook is running
 };
 extern PyTypeObject Carrier_Type;
 inline bool is_carrier(PyObject* o) { return PyObject_TypeCheck(o, &Carrier_Type); }
