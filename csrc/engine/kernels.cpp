@@ -1,6 +1,8 @@
 // Native strided elementwise kernels (see kernels.hpp for the contract).
 #include "kernels.hpp"
 
+#include "strided_copy.hpp"
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -125,29 +127,18 @@ int64_t element_count(const Leaves& leaves) {
 bool supports(DTypeCode dtype) { return dtype == DTypeCode::Float32 || dtype == DTypeCode::Int32; }
 
 void copy(DTypeCode dtype, const void* src, const Leaves& ls, void* dst, const Leaves& ld) {
-  auto plan = make_plan<2>({&ls, &ld});
-  switch (dtype) {
-    case DTypeCode::Float32: {
-      const float* s = static_cast<const float*>(src);
-      float* d = static_cast<float*>(dst);
-      run(plan, [&](const std::array<int64_t, 2>& i) { d[i[1]] = s[i[0]]; });
-      return;
-    }
-    case DTypeCode::Int32: {
-      const int32_t* s = static_cast<const int32_t*>(src);
-      int32_t* d = static_cast<int32_t*>(dst);
-      run(plan, [&](const std::array<int64_t, 2>& i) { d[i[1]] = s[i[0]]; });
-      return;
-    }
-    case DTypeCode::Bool: {
-      const uint8_t* s = static_cast<const uint8_t*>(src);
-      uint8_t* d = static_cast<uint8_t*>(dst);
-      run(plan, [&](const std::array<int64_t, 2>& i) { d[i[1]] = s[i[0]]; });
-      return;
-    }
-    default:
-      throw std::invalid_argument("copy supports only Float32, Int32 and Bool");
+  if (dtype != DTypeCode::Float32 && dtype != DTypeCode::Int32 && dtype != DTypeCode::Bool)
+    throw std::invalid_argument("copy supports only Float32, Int32 and Bool");
+  if (ls.size() != ld.size()) throw std::invalid_argument("copy needs one leaf mode per side");
+  // The movement engine's strided copy does the walking (one implementation).
+  std::vector<int64_t> extents, src_strides, dst_strides;
+  for (size_t k = 0; k < ls.size(); ++k) {
+    if (ls[k].extent != ld[k].extent) throw std::invalid_argument("copy needs equal extents");
+    extents.push_back(ls[k].extent);
+    src_strides.push_back(ls[k].stride);
+    dst_strides.push_back(ld[k].stride);
   }
+  strided_copy(dst, 0, dst_strides, src, 0, src_strides, extents, itemsize(dtype));
 }
 
 void gather(DTypeCode dtype, const void* src, const Leaves& ls, void* dst) {
