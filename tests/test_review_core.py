@@ -10,17 +10,23 @@ import textwrap
 
 import pytest
 
+import strideweave as sw
+
 from strideweave import CPU, DType, FileBacked, Generic, Layout, Shape, Stride, Tensor, CompoundDType
 from strideweave.core import Subtensor, TensorRepresentation
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The folder holding the strideweave package this process imported (the source
+# tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel): snippets
+# run there so they import the same package.
+PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent
 
 
 def run_snippet(code):
     env = dict(os.environ)
     if env.get("STRIDEWEAVE_BUILD"):
         env["STRIDEWEAVE_BUILD"] = str(ROOT / env["STRIDEWEAVE_BUILD"])
-    return subprocess.run([sys.executable, "-X", "dev", "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-X", "dev", "-c", textwrap.dedent(code)], cwd=PACKAGE_PARENT, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -7,7 +7,11 @@ import subprocess
 import sys
 import textwrap
 
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import strideweave
+
+# The folder holding the strideweave package this process imported (the source
+# tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(strideweave.__file__)))
 
 
 def run_python(code, timeout=60):
