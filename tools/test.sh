@@ -27,11 +27,12 @@ fi
 ninja -C build-test >/dev/null
 meson test -C build-test --print-errorlogs
 
-echo "== pytest (installed wheel)"
+echo "== demo and pytest (installed wheel)"
 # Run from a scratch directory with -P so neither pytest nor the subprocesses
 # that tests start put the source tree's strideweave/ (which has no compiled
 # _core) ahead of the installed package.
 repo=$(pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+(cd "$scratch" && python -P -m strideweave >/dev/null) || { echo "the demo (python -m strideweave) failed"; exit 1; }
 (cd "$scratch" && python -P -m pytest "$repo/tests" -q -p no:cacheprovider "$@")
