@@ -167,35 +167,49 @@ void raise_plan_error(const std::system_error& e) {
   }
 }
 
+// What running a native plan produced. Engine exceptions never unwind into
+// CPython or out of a worker: they become one of these, raised later with
+// the GIL held.
+struct PlanOutcome {
+  bool failed = false;  // err holds the I/O failure
+  bool nomem = false;
+  std::system_error err{std::error_code{}};
+
+  // Runs plan (no Python API: callable without the GIL).
+  void run(const Plan& plan) {
+    try {
+      plan();
+    } catch (const std::system_error& e) {
+      failed = true;
+      err = e;
+    } catch (const std::bad_alloc&) {
+      nomem = true;
+    } catch (...) {  // reported as an I/O-class failure
+      failed = true;
+      err = std::system_error(std::make_error_code(std::errc::io_error), "unexpected engine error");
+    }
+  }
+  // With the GIL: 0, or -1 with the matching exception set.
+  int raise() const {
+    if (nomem) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    if (failed) {
+      raise_plan_error(err);
+      return -1;
+    }
+    return 0;
+  }
+};
+
 // Runs a plan with the GIL released. 0 / -1.
 int run_plan_unlocked(const Plan& plan) {
-  bool failed = false, nomem = false, other = false;
-  std::system_error err(std::error_code{});
+  PlanOutcome out;
   Py_BEGIN_ALLOW_THREADS
-  try {
-    plan();
-  } catch (const std::system_error& e) {
-    failed = true;
-    err = e;
-  } catch (const std::bad_alloc&) {
-    nomem = true;
-  } catch (...) {  // nothing else may unwind into CPython
-    other = true;
-  }
+  out.run(plan);
   Py_END_ALLOW_THREADS
-  if (nomem) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  if (other) {
-    PyErr_SetString(PyExc_RuntimeError, "the copy failed with an unexpected engine error");
-    return -1;
-  }
-  if (failed) {
-    raise_plan_error(err);
-    return -1;
-  }
-  return 0;
+  return out.raise();
 }
 
 // Python-level logical copy through the carriers' slot entry points
@@ -491,9 +505,12 @@ void commit(MoveJob* j, bool ok) {
   delete j;
 }
 
-// Calls op._copy(tensor, destination, output, element_count) on this thread
-// with grad mode off and owner access to both carriers. 0 / -1.
-int run_python_copy(MoveJob* j) {
+// Runs body() on this thread the way provider work runs: grad mode off and
+// owner access to both carriers, all restored afterwards with any pending
+// exception kept. body returns 0 / -1 (or 1, passed through); -1 when access
+// could not be taken.
+template <class Body>
+int with_provider_scope(MoveJob* j, Body&& body) {
   const bool prev = grad_enabled();
   set_grad_enabled(false);
   int rc = -1;
@@ -502,15 +519,7 @@ int run_python_copy(MoveJob* j) {
     src_access = true;
     if (carrier_begin_access(j->dest, j->dst_token) == 0) {
       dst_access = true;
-      PyObject* r = PyObject_CallMethod(j->op, "_copy", "OOOn", j->tensor, j->dest, j->output, j->count);
-      if (r) {
-        if (r == Py_None) {
-          rc = 0;
-        } else {
-          PyErr_Format(PyExc_TypeError, "%s._copy() must return None, not %.100s", oname(j->op), oname(r));
-        }
-        Py_DECREF(r);
-      }
+      rc = body();
     }
   }
   PyObject *et, *ev, *tb;
@@ -522,22 +531,27 @@ int run_python_copy(MoveJob* j) {
   return rc;
 }
 
+// Calls op._copy(tensor, destination, output, element_count) in the
+// provider scope. 0 / -1.
+int run_python_copy(MoveJob* j) {
+  return with_provider_scope(j, [j]() {
+    PyObject* r = PyObject_CallMethod(j->op, "_copy", "OOOn", j->tensor, j->dest, j->output, j->count);
+    if (!r) return -1;
+    int rc = 0;
+    if (r != Py_None) {
+      PyErr_Format(PyExc_TypeError, "%s._copy() must return None, not %.100s", oname(j->op), oname(r));
+      rc = -1;
+    }
+    Py_DECREF(r);
+    return rc;
+  });
+}
+
 // The worker side of one move.
 void run_job(MoveJob* j) {
-  bool failed = false, nomem = false;
-  std::system_error err(std::error_code{});
+  PlanOutcome native;
   if (j->kind == CopyKind::Native) {
-    try {
-      j->plan();
-    } catch (const std::system_error& e) {
-      failed = true;
-      err = e;
-    } catch (const std::bad_alloc&) {
-      nomem = true;
-    } catch (...) {  // recorded as an I/O-class failure rather than terminating the worker
-      failed = true;
-      err = std::system_error(std::make_error_code(std::errc::io_error), "unexpected engine error");
-    }
+    native.run(j->plan);
     j->plan = nullptr;
   }
   if (interpreter_finalizing()) {
@@ -548,9 +562,7 @@ void run_job(MoveJob* j) {
   PyGILState_STATE g = PyGILState_Ensure();
   bool ok;
   if (j->kind == CopyKind::Native) {
-    if (nomem) PyErr_NoMemory();
-    if (failed) raise_plan_error(err);
-    ok = !failed && !nomem;
+    ok = native.raise() == 0;
   } else if (j->kind == CopyKind::Provider) {
     ok = move_route_hooks.wait(j->completion) == 0;
   } else {
@@ -561,28 +573,11 @@ void run_job(MoveJob* j) {
   flight_end();
 }
 
-// Runs a route's PreparedTransfer.submit() on the calling thread with grad
-// mode off and owner access to both carriers (as a _copy hook runs). 0
-// finished, 1 with j->completion set, -1 with an exception set.
+// Runs a route's PreparedTransfer.submit() on the calling thread in the
+// provider scope (as a _copy hook runs). 0 finished, 1 with j->completion
+// set, -1 with an exception set.
 int run_provider_submit(MoveJob* j, PyObject* prepared) {
-  const bool prev = grad_enabled();
-  set_grad_enabled(false);
-  int rc = -1;
-  bool src_access = false, dst_access = false;
-  if (carrier_begin_access(j->source, j->src_token) == 0) {
-    src_access = true;
-    if (carrier_begin_access(j->dest, j->dst_token) == 0) {
-      dst_access = true;
-      rc = move_route_hooks.submit(prepared, &j->completion);
-    }
-  }
-  PyObject *et, *ev, *tb;
-  PyErr_Fetch(&et, &ev, &tb);
-  if (dst_access && carrier_end_access(j->dest, j->dst_token) < 0) PyErr_Clear();
-  if (src_access && carrier_end_access(j->source, j->src_token) < 0) PyErr_Clear();
-  PyErr_Restore(et, ev, tb);
-  set_grad_enabled(prev);
-  return rc;
+  return with_provider_scope(j, [j, prepared]() { return move_route_hooks.submit(prepared, &j->completion); });
 }
 
 // Chooses how the worker copies: natively (the operation's _copy is a
