@@ -130,7 +130,7 @@ def test_reject_a_tier_route_pinned_to_other_classes():
 
     p, s = cpu([1.0], cls=SrcCPU), DstCPU(1)
     with sw.registered_move_operation(SrcCPU, DstCPU, Pinned):
-        with pytest.raises(TypeError, match="pinned"):
+        with pytest.raises(TypeError, match="requires"):
             sw.Evictable(p, s)
     assert_unowned(p, s)
 

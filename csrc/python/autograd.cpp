@@ -35,22 +35,6 @@ bool differentiable(PyObject* t) { return as_tensor(t)->dtype && dtype_is_differ
 
 PyObject* shape_obj(PyObject* t) { return reinterpret_cast<LayoutObject*>(as_tensor(t)->layout)->shape; }
 
-// Fresh Float32 host storage of like's exact class (CPU or a CPU subclass).
-PyObject* alloc_host_f32(PyObject* like, Py_ssize_t n, bool zero, float** data) {
-  PyObject* c = Py_TYPE(like) == &CPU_Type
-                    ? cpu_new(n, sw::DTypeCode::Float32, true, !zero)
-                    : carrier_allocate_like(like, n, true, dtype_singleton(sw::DTypeCode::Float32), !zero);
-  if (!c) return nullptr;
-  *data = static_cast<float*>(carrier_host_data(c));
-  if (!*data) {
-    Py_DECREF(c);
-    PyErr_Format(PyExc_TypeError, "%s.allocate_like() returned storage without host memory",
-                 _PyType_Name(Py_TYPE(like)));
-    return nullptr;
-  }
-  return c;
-}
-
 int index_list(const K::Leaves& l, std::vector<int64_t>& out) {
   try {
     out.clear();
@@ -92,12 +76,13 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
   const int64_t cos = gl.cosize();
   PyObject* carrier = nullptr;
   if (host) {
-    float* out;
     // One or two contributions are exact in binary32 (a copy, one rounded
     // sum); more accumulate in double and round once.
     const bool direct = grads.size() <= 2;
-    carrier = alloc_host_f32(like, cos, direct && cos != gl.size(), &out);
+    void* data = nullptr;
+    carrier = ops_alloc_host(like, cos, sw::DTypeCode::Float32, direct && cos != gl.size(), &data);
     if (!carrier) return nullptr;
+    float* out = static_cast<float*>(data);
     auto ptr = [](PyObject* g) {
       TensorObject* t = as_tensor(g);
       return static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset;

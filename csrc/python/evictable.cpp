@@ -216,35 +216,12 @@ const CarrierVTable evictable_vt = {
 
 // ------------------------------------------------------------ construction
 
-// TypeError when op_class pins a class the pair does not match (the same
-// rule move applies before a transfer).
-int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
-  static const char* const attrs[2] = {"source_class", "destination_class"};
-  PyTypeObject* actual[2] = {src, dst};
-  for (int k = 0; k < 2; ++k) {
-    PyObject* pin = PyObject_GetAttrString(op_class, attrs[k]);
-    if (!pin) {
-      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-      PyErr_Clear();
-      continue;
-    }
-    const bool bad = pin != Py_None && pin != reinterpret_cast<PyObject*>(actual[k]);
-    Py_DECREF(pin);
-    if (bad) {
-      PyErr_Format(PyExc_TypeError, "Evictable tier move %s -> %s resolves to %s, which is pinned to other carrier "
-                   "classes", tname(src), tname(dst), tname(reinterpret_cast<PyTypeObject*>(op_class)));
-      return -1;
-    }
-  }
-  return 0;
-}
-
 // One edge between the tiers: resolvable, pins matching, and registered
 // (not the elementwise fallback) when metal is set.
 int check_edge(PyTypeObject* src, PyTypeObject* dst, bool metal) {
   PyObject* op = move_resolve_route(src, dst);
   if (!op) return -1;
-  int rc = check_pins(op, src, dst);
+  int rc = move_check_pins(op, src, dst);
   if (rc == 0 && metal && op == reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type)) {
     PyErr_Format(PyExc_NotImplementedError,
                  "an Evictable with a Metal tier needs a registered move operation for every edge, and none is "

@@ -1332,6 +1332,10 @@ void init_op_type(PyTypeObject* t, PyTypeObject* base, const char* doc, PyMethod
 
 }  // namespace
 
+int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
+  return check_pins(op_class, src, dst);
+}
+
 PyTypeObject MoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.MoveOperation",
                                    sizeof(MoveOperationObject)};
 PyTypeObject ElementwiseMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)

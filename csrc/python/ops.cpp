@@ -1038,6 +1038,10 @@ PyMethodDef module_methods[] = {
 
 }  // namespace
 
+PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data) {
+  return alloc_host(like, n, dtype, zero, data);
+}
+
 PyObject* tensor_add(PyObject* a, PyObject* b) {
   if (!is_tensor(a) || !is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
   PyObject* args = PyTuple_Pack(2, a, b);

@@ -248,6 +248,9 @@ sw::Layout grad_layout_for(const sw::Layout& l);
 int autograd_check_cotangent(PyObject* target, PyObject* g);
 // Tensor methods implemented by autograd.cpp.
 PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
+// Fresh host storage of n slots of dtype in like's exact class (CPU, or its
+// allocate_like for subclasses); *data receives its host pointer. ops.cpp.
+PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data);
 PyObject* tensor_add(PyObject* a, PyObject* b);
 PyObject* tensor_mul(PyObject* a, PyObject* b);
 PyObject* tensor_neg(PyObject* a);
@@ -340,6 +343,9 @@ extern MoveRouteHooks move_route_hooks;
 // Exact-pair resolution as move uses it (hooks first, then the legacy
 // registry, then ElementwiseMoveOperation). New reference or NULL.
 PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
+// TypeError naming op_class and the required class when op_class pins a
+// source_class/destination_class the (src, dst) pair does not match. 0 / -1.
+int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);
 // Framework-owned ("lowered") transfer for a carrier that owns both ends
 // (evictable.cpp: eviction and promotion). Resolves the exact-pair route as
 // move does (move_resolve_route, pins checked), grows an empty destination
