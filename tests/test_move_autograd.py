@@ -188,3 +188,30 @@ def test_backward_relayouts_a_differently_laid_out_cotangent(dest_factory):
     assert grad.layout == lay and type(grad.carrier) is sw.CPU
     assert values(grad) == [10.0, 20.0, 30.0, 40.0]  # logical order is kept
     assert [grad.carrier[i] for i in range(4)] == [10.0, 30.0, 20.0, 40.0]
+
+
+def test_backward_reads_the_cotangent_owned_or_not_and_leaves_it_as_it_was():
+    """The move node claims the caller's cotangent carrier while it copies
+    out of it (so no other thread can release it mid-copy) and gives it back;
+    a cotangent whose carrier is already owned is copied all the same."""
+    import strideweave as sw
+
+    layout = sw.Layout(sw.Shape(4), sw.Stride(1))
+    for pre_owned in (False, True):
+        src = sw.CPU(4)
+        for i in range(4):
+            src[i] = float(i)
+        moved = sw.move(sw.Tensor(src, 0, layout), sw.FileBacked(dtype=sw.DType.Float32))
+        node = moved.autograd_ctx
+        gc_carrier = sw.CPU(4)
+        for i in range(4):
+            gc_carrier[i] = 10.0 + i
+        g = sw.Tensor(gc_carrier, 0, layout)
+        token = gc_carrier._claim_ownership() if pre_owned else None
+        (grad,) = node.backward(g)
+        assert [grad[i] for i in range(4)] == [10.0, 11.0, 12.0, 13.0]
+        assert type(grad.carrier) is sw.CPU
+        assert gc_carrier.is_owned() is pre_owned
+        if token is not None:
+            gc_carrier._relinquish_ownership(token)
+        assert not gc_carrier.is_released() and gc_carrier.version == 4

@@ -1034,12 +1034,31 @@ PyObject* MoveOp_forward(PyObject* self, PyObject* args) {
   return wait_handle(h);
 }
 
+// Runs plan reading from source, a carrier no move owns (the caller's
+// cotangent). It is claimed for the copy so no other thread can write or
+// release it while the GIL is released; one that is already owned (say an
+// Evictable tier) is copied with the GIL held instead. 0 / -1.
+int run_plan_reading(PyObject* source, const Plan& plan) {
+  if (int64_t token = carrier_claim(source)) {
+    int rc = run_plan_unlocked(plan);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (carrier_relinquish(source, token) < 0) PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    return rc;
+  }
+  PyErr_Clear();
+  PlanOutcome out;
+  out.run(plan);
+  return out.raise();
+}
+
 // Copies the cotangent's logical values into stage under layout l.
 int stage_cotangent(PyObject* g, PyObject* stage, const sw::Layout& l) {
   TensorObject* gt = as_tensor(g);
   const sw::Layout& gl = layout_of(gt->layout);
   Plan plan;
-  if (logical_plan(gt->carrier, gt->offset, gl, stage, 0, l, &plan)) return run_plan_unlocked(plan);
+  if (logical_plan(gt->carrier, gt->offset, gl, stage, 0, l, &plan)) return run_plan_reading(gt->carrier, plan);
   return elementwise_values(gt->carrier, gt->offset, gl, stage, 0, l);
 }
 
