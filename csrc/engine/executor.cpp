@@ -12,11 +12,12 @@
 namespace sw {
 
 bool Completion::set() {
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    if (done_) return false;
-    done_ = true;
-  }
+  // Notify under the lock: a waiter may destroy this object as soon as it
+  // sees done_, and it cannot return from wait() before the lock is free, so
+  // set() touches nothing after the unlock.
+  std::lock_guard<std::mutex> lk(m_);
+  if (done_) return false;
+  done_ = true;
   cv_.notify_all();
   return true;
 }

@@ -87,3 +87,15 @@ TEST(Executor, PendingCountReturnsToZero) {
   for (int i = 0; i < 1000 && sw::executor_pending_jobs() != 0; ++i) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(sw::executor_pending_jobs(), 0u);
 }
+
+// A waiter that destroys the Completion as soon as wait() returns must not
+// race the setter (set() touches nothing after releasing its lock).
+TEST(Completion, WaiterMayDestroyItRightAfterWaking) {
+  for (int round = 0; round < 2000; ++round) {
+    auto* c = new sw::Completion();
+    std::thread setter([c] { c->set(); });
+    c->wait();
+    delete c;
+    setter.join();
+  }
+}
