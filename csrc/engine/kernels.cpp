@@ -85,16 +85,6 @@ void run(const Plan<K>& p, F&& f) {
   }
 }
 
-Leaves compact_of(const Leaves& ls) {
-  Leaves out;
-  out.reserve(ls.size());
-  int64_t stride = 1;
-  for (const auto& m : ls) {
-    out.push_back({m.extent, stride});
-    stride *= m.extent;
-  }
-  return out;
-}
 
 int32_t checked_i32(int64_t v) {
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
@@ -117,6 +107,17 @@ void binary(const void* a, const Leaves& la, const void* b, const Leaves& lb, vo
 }
 
 }  // namespace
+
+Leaves compact_of(const Leaves& ls) {
+  Leaves out;
+  out.reserve(ls.size());
+  int64_t stride = 1;
+  for (const auto& m : ls) {
+    out.push_back({m.extent, stride});
+    stride *= m.extent;
+  }
+  return out;
+}
 
 int64_t element_count(const Leaves& leaves) {
   int64_t n = 1;

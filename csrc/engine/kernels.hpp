@@ -22,6 +22,9 @@ namespace sw::kernels {
 
 using Leaves = std::vector<LeafMode>;
 
+// Leaves of the compact (canonical) layout over the same extents.
+Leaves compact_of(const Leaves& ls);
+
 // Logical element count of a leaf list (product of extents; 1 when empty).
 int64_t element_count(const Leaves& leaves);
 

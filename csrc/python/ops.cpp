@@ -159,18 +159,6 @@ int index_list(const Leaves& l, std::vector<int64_t>& out) {
   }
 }
 
-// Leaves of the canonical (compact) layout over the same extents.
-Leaves compact_leaves(const Leaves& l) {
-  Leaves out;
-  out.reserve(l.size());
-  int64_t s = 1;
-  for (const auto& m : l) {
-    out.push_back({m.extent, s});
-    s *= m.extent;
-  }
-  return out;
-}
-
 // ------------------------------------------------------------ results
 
 // Fresh host storage of like's exact class (CPU or a CPU subclass) with n
@@ -650,7 +638,7 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
             else K::mul_scalar_f32(gp, g.L().leaves(), sd, op, lo);
             return;
           }
-          const Leaves compact = compact_leaves(g.L().leaves());
+          const Leaves compact = K::compact_of(g.L().leaves());
           std::vector<float> tmp(static_cast<size_t>(K::element_count(compact)));
           K::mul(DTypeCode::Float32, gp, g.L().leaves(), other->at(), ly, tmp.data(), compact);
           K::broadcast_sum_backward(tmp.data(), compact, op, lo, cos);
