@@ -4,7 +4,6 @@ version checks, the cotangent layout contract, graph freeing, retain_grad,
 and collection of graphs."""
 import ctypes
 import gc
-import struct
 import threading
 import weakref
 
@@ -14,31 +13,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Operation, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-SENTINEL = 77
-
-
-def f32(x):
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
-def make(values, layout=None, *, kind="cpu", dtype=DType.Float32, offset=0):
-    """A tensor holding values (flat, colexicographic) under layout."""
-    layout = layout or Layout.canonical(Shape([len(values)]))
-    assert layout.size == len(values)
-    n = offset + layout.cosize
-    if kind == "cpu":
-        c = CPU(n, dtype=dtype)
-        for i in range(n):
-            c[i] = SENTINEL
-    else:
-        c = Generic([SENTINEL] * n, dtype=dtype)
-    for i, v in enumerate(values):
-        c[offset + layout.index(i)] = v
-    return Tensor(c, offset, layout)
-
-
-def vals(t):
-    return [t[i] for i in range(t.size())]
+from _tensor_support import SENTINEL, f32, make, vals  # noqa: E402
 
 
 def canonical(*extents):

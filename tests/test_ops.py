@@ -4,7 +4,6 @@ broadcast_to, add, mul, relu, reduce_sum and the Tensor operators, on CPU
 hierarchical, gapped and broadcast layouts."""
 import ctypes
 import math
-import struct
 
 import pytest
 
@@ -12,32 +11,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-SENTINEL = 77  # fills the slots a layout does not address
-
-
-def f32(x):
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
-def make(values, layout=None, *, kind="cpu", dtype=DType.Float32, offset=0):
-    """A tensor holding values (flat, colexicographic) under layout."""
-    layout = layout or Layout.canonical(Shape([len(values)]))
-    assert layout.size == len(values)
-    n = offset + layout.cosize
-    fill = False if dtype is DType.Bool else SENTINEL
-    if kind == "cpu":
-        c = CPU(n, dtype=dtype)
-        for i in range(n):
-            c[i] = fill
-    else:
-        c = Generic([fill] * n, dtype=dtype)
-    for i, v in enumerate(values):
-        c[offset + layout.index(i)] = v
-    return Tensor(c, offset, layout)
-
-
-def vals(t):
-    return [t[i] for i in range(t.size())]
+from _tensor_support import SENTINEL, f32, make, vals  # noqa: E402
 
 
 GAPPED = Layout(Shape([2, [3, 2]]), Stride([1, [4, 13]]))          # 12 values, cosize 23
