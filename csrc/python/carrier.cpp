@@ -31,7 +31,6 @@ PyObject* s_dlpack_info;
 PyObject* s_mutable;
 PyObject* s_empty;
 
-const char* type_name(PyObject* c) { return _PyType_Name(Py_TYPE(c)); }
 
 bool overrides(PyObject* self, PyObject* name) {
   PyTypeObject* t = Py_TYPE(self);

@@ -16,6 +16,10 @@
 #include "layout.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
+#include "util/compat.hpp"
+#include "util/errors.hpp"
+#include "util/ref.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy {
 

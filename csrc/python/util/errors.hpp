@@ -1,0 +1,65 @@
+// Error handling shared by every binding file.
+//
+// House style: a function returning PyObject* returns a new reference or
+// NULL with an exception set; one returning int returns 0 (or a positive
+// value) or -1 with an exception set. Cleanup that may run Python code while
+// an exception is pending (DECREFs, relinquishing ownership, profiling
+// records) is wrapped in an ErrorGuard, which keeps the pending exception
+// exactly as it was. Engine code throws C++ exceptions; they are caught at
+// the binding boundary and turned into Python exceptions by
+// raise_engine_exception(), never allowed to unwind through CPython.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <exception>
+
+#include "util/compat.hpp"
+
+namespace swpy {
+
+// Saves the pending exception (if any) on construction and restores it on
+// destruction; whatever the guarded code raises in between is discarded.
+class ErrorGuard {
+ public:
+  ErrorGuard() : saved_(compat::take_raised()) {}
+  ErrorGuard(const ErrorGuard&) = delete;
+  ErrorGuard& operator=(const ErrorGuard&) = delete;
+  ~ErrorGuard() {
+    if (PyErr_Occurred()) PyErr_Clear();
+    compat::restore_raised(saved_);
+  }
+
+ private:
+  PyObject* saved_;
+};
+
+// Sets the Python exception matching a caught engine exception:
+// std::bad_alloc -> MemoryError, std::system_error -> OSError(errno, what),
+// std::invalid_argument / std::out_of_range / std::length_error ->
+// ValueError, std::overflow_error -> OverflowError, anything else ->
+// RuntimeError. Call only inside a catch block (it rethrows to inspect).
+// Returns -1 so callers can `return raise_engine_exception();`.
+int raise_engine_exception();
+// Same for a captured exception_ptr (from a worker thread).
+int raise_engine_exception(std::exception_ptr e);
+
+// Runs f() (engine code) and converts whatever it throws. 0 / -1.
+template <class F>
+int engine_call(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
+// A type's short name (the part of tp_name after the last dot), for
+// messages; the public replacement for the private _PyType_Name.
+const char* type_name(PyTypeObject* t);
+inline const char* type_name(PyObject* o) { return type_name(Py_TYPE(o)); }
+// Short name of a class object (o must be a type).
+inline const char* class_name(PyObject* cls) { return type_name(reinterpret_cast<PyTypeObject*>(cls)); }
+
+}  // namespace swpy
