@@ -13,6 +13,7 @@ if _build:
     __path__.insert(0, _os.path.join(_os.path.abspath(_build), "strideweave"))
 
 from . import _core  # noqa: E402
+from .carriers import extension as _extension  # noqa: E402,F401  (installs the extension records into _core)
 from ._core import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"

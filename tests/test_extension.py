@@ -531,14 +531,27 @@ def test_new_like_and_allocate_like_build_the_exact_class():
         c.allocate_like(1, dtype=sw.DType.Bool)
 
 
-def test_subclass_inherits_storage_but_not_routes():
-    Host, Packed, log, _ = family()
+def test_subclass_without_a_definition_is_exact_class():
+    """API.md 8: a subclass of a defined class that registers no definition
+    of its own cannot be constructed, inherits no fallback permission and is
+    definition-free to the legacy registry."""
+    Host, Packed, log, _ = family(host_fallback=True, packed_fallback=False)
     Sub = fresh("SubHostSlots", Host)  # no definition of its own
-    s = filled(Sub, [1.0, 2.0])
-    assert type(s.new_like([3.0])) is Sub and slots(s) == [1.0, 2.0]
-    with pytest.raises(NotImplementedError, match="SubHostSlots"):
-        with sw.no_grad():
-            sw.move_async(sw.Tensor(s, 0, sw.Layout.canonical(sw.Shape([2]))), Packed(2, dtype=F32))
+    with pytest.raises(TypeError, match="SubHostSlots has no CarrierDefinition of its own"):
+        Sub(2, dtype=F32)
+    # Definition-free to the legacy registry: it can hold an entry, and a
+    # definition cannot be registered for it any more (it was observed).
+    sw.register_move_operation(Sub, sw.CPU, sw.ElementwiseMoveOperation)
+    try:
+        assert sw.dispatch_move(Sub, sw.CPU) is sw.ElementwiseMoveOperation
+    finally:
+        sw.unregister_move_operation(Sub, sw.CPU)
+    with pytest.raises(TypeError, match="observed"):
+        define(Sub, list_storage())
+    # Paired with a defined class, the legacy registry names only that class
+    # as definition-backed: SubHostSlots carries nothing of HostSlots.
+    with pytest.raises(RuntimeError, match=r"\(SubHostSlots, PackedSlots\): PackedSlots is definition-backed"):
+        sw.dispatch_move(Sub, Packed)
     assert log.prepared == []
 
 

@@ -84,10 +84,11 @@ def test_refuse_inherited_transfer_support():
 def test_do_not_inherit_a_registration():
     """The parent's route is not selected when a subclass is the source or
     the destination; with fallback permitted the elementwise operation runs
-    instead."""
+    instead. (A subclass needs its own definition to be built at all,
+    API.md 8, so each subclass here has one without routes.)"""
     Host, Packed, log, _ = family(host_fallback=True, packed_fallback=True)
-    SubHost = fresh("SubHostSlots", Host)      # inherits storage (fallback True)
-    SubPacked = fresh("SubPackedSlots", Packed)
+    SubHost = define(fresh("SubHostSlots", Host), list_storage(fallback=True))
+    SubPacked = define(fresh("SubPackedSlots", Packed), packed_storage(fallback=True))
     for src_cls, dst_cls in [(SubHost, Packed), (Host, SubPacked)]:
         t = tensor_of(src_cls, [1.0, 2.0])
         with sw.profile() as p:

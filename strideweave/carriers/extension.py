@@ -1,20 +1,31 @@
 """Carrier definitions: storage providers and exact transfer routes.
 
-Everything here is the object ``strideweave._core`` defines (and the top-level
-package re-exports): ``strideweave.carriers.extension.TransferRoute is
-strideweave.TransferRoute``.
+The records (``StorageProvider``, ``TransferProvider``, ``TransferRoute``,
+``CarrierDefinition``, ``TransferRequest``, ``PreparedTransfer``,
+``Unsupported``) are frozen dataclasses defined here; ``ProviderCompletion``
+is a runtime-checkable structural protocol. On import this module hands them
+to ``strideweave._core`` (which builds ``TransferRequest`` objects and checks
+``prepare()`` results natively), so every name is one object under every
+path: ``strideweave.carriers.extension.TransferRoute is strideweave.TransferRoute
+is strideweave._core.TransferRoute``. ``register_carrier_definition`` lives in
+``_core``.
 
 A Python subclass of ``Carrier`` becomes definition-backed with
 ``register_carrier_definition(cls, CarrierDefinition(storage, transfers))``:
 instances are built as ``cls(slots, *, dtype, mutable=True)`` and store their
 slots through the ``StorageProvider``; ``move``/``move_async`` perform an exact
-``(type(source carrier), type(destination))`` pair through the source class's
-own ``TransferRoute``. Decisions the contract leaves open:
+``(type(source carrier), type(destination))`` pair through a ``TransferRoute``.
+Decisions the contract leaves open or fixes (API.md sections 8 and 14):
 
-- A subclass without its own definition inherits its nearest defined base's
-  storage (so it can be built and read), never its routes, and counts as
-  definition-backed (the legacy registry refuses it; its fallback permission
-  is the inherited ``elementwise_fallback``).
+- Definitions are exact-class in every use. A subclass of a defined class
+  that registers no definition of its own cannot be constructed
+  (``TypeError``), inherits no routes and no fallback permission, and is
+  definition-free to the legacy registry.
+- Routes are outgoing (``source_class`` is the defined class) or incoming
+  (``destination_class`` is the defined class and ``source_class`` a
+  definition-free class such as ``CPU``; registering one seals that source
+  class, so it can never gain a definition of its own). Nothing is installed
+  on the source class.
 - Mixed pairs: a definition-free class (every built-in, plain Python
   carriers) keeps its legacy contract, under which an unregistered pair falls
   back, so the elementwise fallback serves a pair without a route when every
@@ -25,18 +36,16 @@ own ``TransferRoute``. Decisions the contract leaves open:
   submitting); ``prepare()`` raising is raised from ``move_async``.
 - ``release`` runs exactly once, from ``release()`` or a successful move; a
   carrier garbage-collected unreleased is not released through the provider.
+- Framework-owned transfers (``Evictable`` eviction and promotion) run a
+  route synchronously: ``prepare``, ``submit`` and the completion's
+  ``wait()`` on the calling thread.
 """
-from .. import _core
+from __future__ import annotations
 
-CarrierDefinition = _core.CarrierDefinition
-StorageProvider = _core.StorageProvider
-TransferProvider = _core.TransferProvider
-TransferRoute = _core.TransferRoute
-TransferRequest = _core.TransferRequest
-PreparedTransfer = _core.PreparedTransfer
-Unsupported = _core.Unsupported
-ProviderCompletion = _core.ProviderCompletion
-register_carrier_definition = _core.register_carrier_definition
+import typing
+from dataclasses import dataclass
+
+from .. import _core
 
 __all__ = [
     "CarrierDefinition",
@@ -49,3 +58,221 @@ __all__ = [
     "ProviderCompletion",
     "register_carrier_definition",
 ]
+
+register_carrier_definition = _core.register_carrier_definition
+
+
+def _tname(o: object) -> str:
+    return type(o).__name__
+
+
+def _need_callable(record: str, field: str, value: object) -> None:
+    if not callable(value):
+        raise TypeError(f"{record} {field} must be callable, not {_tname(value)}")
+
+
+def _need_carrier_class(record: str, field: str, value: object) -> None:
+    if not (isinstance(value, type) and issubclass(value, _core.Carrier)):
+        raise TypeError(f"{record} {field} must be a Carrier subclass, not {value!r}")
+
+
+_record = dataclass(frozen=True, eq=False)  # identity equality, like every carrier object
+
+
+@_record
+class StorageProvider:
+    """Storage of a definition-backed carrier class. Every callable takes the
+    carrier first: ``supports_dtype(carrier, dtype) -> bool``,
+    ``physical_size(carrier) -> int``, ``allocate(carrier, slots)`` (provide
+    that many slots, each reading as the dtype's zero), ``release(carrier)``
+    (called exactly once), ``read(carrier, i)``, ``write(carrier, i, value)``
+    (value already coerced to the storage dtype). ``elementwise_fallback``
+    permits ElementwiseMoveOperation for an exact pair without a route."""
+
+    supports_dtype: typing.Callable[..., bool]
+    physical_size: typing.Callable[..., int]
+    allocate: typing.Callable[..., object]
+    release: typing.Callable[..., object]
+    read: typing.Callable[..., object]
+    write: typing.Callable[..., object]
+    elementwise_fallback: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("supports_dtype", "physical_size", "allocate", "release", "read", "write"):
+            _need_callable("StorageProvider", name, getattr(self, name))
+        if not isinstance(self.elementwise_fallback, bool):
+            raise TypeError(
+                f"StorageProvider elementwise_fallback must be a bool, not {_tname(self.elementwise_fallback)}")
+
+
+@_record
+class TransferProvider:
+    """The mechanics of one route: ``prepare(request: TransferRequest)``
+    returns a PreparedTransfer or Unsupported. It runs with grad mode off,
+    after every validation."""
+
+    prepare: typing.Callable[[TransferRequest], PreparedTransfer | Unsupported]
+
+    def __post_init__(self) -> None:
+        _need_callable("TransferProvider", "prepare", self.prepare)
+
+
+@_record
+class TransferRoute:
+    """A route of a CarrierDefinition for one exact pair: outgoing (the
+    defined class is ``source_class``) or incoming (it is
+    ``destination_class`` and the source is definition-free). Matching uses
+    class identity; no route is inherited by a subclass."""
+
+    source_class: type
+    destination_class: type
+    route_id: str
+    provider: TransferProvider
+
+    def __post_init__(self) -> None:
+        _need_carrier_class("TransferRoute", "source_class", self.source_class)
+        _need_carrier_class("TransferRoute", "destination_class", self.destination_class)
+        if not isinstance(self.route_id, str):
+            raise TypeError(f"TransferRoute route_id must be a str, not {_tname(self.route_id)}")
+        if not self.route_id:
+            raise ValueError("TransferRoute route_id must be a non-empty str")
+        if not isinstance(self.provider, TransferProvider):
+            raise TypeError(f"TransferRoute provider must be a TransferProvider, not {_tname(self.provider)}")
+
+
+@_record
+class CarrierDefinition:
+    """A carrier class's StorageProvider and its TransferRoutes (normalised to
+    a tuple, at most one per exact pair). Register it with
+    ``register_carrier_definition()``."""
+
+    storage: StorageProvider
+    transfers: tuple[TransferRoute, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.storage, StorageProvider):
+            raise TypeError(f"CarrierDefinition storage must be a StorageProvider, not {_tname(self.storage)}")
+        try:
+            routes = tuple(self.transfers)
+        except TypeError:
+            raise TypeError("CarrierDefinition transfers must be an iterable of TransferRoute, "
+                            f"not {_tname(self.transfers)}") from None
+        seen: dict[tuple[type, type], TransferRoute] = {}
+        for r in routes:
+            if not isinstance(r, TransferRoute):
+                raise TypeError(f"CarrierDefinition transfers must hold TransferRoute objects, not {_tname(r)}")
+            key = (r.source_class, r.destination_class)
+            if key in seen:
+                raise ValueError(
+                    f"CarrierDefinition declares two routes for the exact pair ({key[0].__name__}, "
+                    f"{key[1].__name__}): {seen[key].route_id!r} and {r.route_id!r}; at most one route per "
+                    "exact pair")
+            seen[key] = r
+        object.__setattr__(self, "transfers", routes)
+
+
+@_record
+class TransferRequest:
+    """One validated move handed to ``TransferProvider.prepare``: the source
+    Tensor, the destination carrier, both exact classes, the logical dtype,
+    the Layout and its cosize (the physical span to transfer from the
+    Tensor's offset)."""
+
+    tensor: _core.Tensor
+    destination: _core.Carrier
+    source_class: type
+    destination_class: type
+    dtype: _core.DType
+    layout: _core.Layout
+    physical_span: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tensor, _core.Tensor):
+            raise TypeError(f"TransferRequest tensor must be a Tensor, not {_tname(self.tensor)}")
+        if not isinstance(self.destination, _core.Carrier):
+            raise TypeError(
+                f"TransferRequest destination must be a Carrier instance, not {_tname(self.destination)}")
+        _need_carrier_class("TransferRequest", "source_class", self.source_class)
+        _need_carrier_class("TransferRequest", "destination_class", self.destination_class)
+        if not isinstance(self.dtype, _core.DType):
+            raise TypeError(f"TransferRequest dtype must be a DType, not {_tname(self.dtype)}")
+        if not isinstance(self.layout, _core.Layout):
+            raise TypeError(f"TransferRequest layout must be a Layout, not {_tname(self.layout)}")
+        if not isinstance(self.physical_span, int) or isinstance(self.physical_span, bool):
+            raise TypeError(f"TransferRequest physical_span must be an int, not {_tname(self.physical_span)}")
+        if self.physical_span < 0:
+            raise ValueError("TransferRequest physical_span must be non-negative")
+
+
+@_record
+class PreparedTransfer:
+    """``submit()`` performs or starts the transfer on the calling thread
+    (grad mode off, owner access to both carriers) and returns None when
+    finished, or a ProviderCompletion a worker waits on."""
+
+    submit: typing.Callable[[], ProviderCompletion | None]
+
+    def __post_init__(self) -> None:
+        _need_callable("PreparedTransfer", "submit", self.submit)
+
+
+@_record
+class Unsupported:
+    """``prepare()``'s refusal: the permitted elementwise fallback runs
+    instead, or move_async raises NotImplementedError containing reason."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str):
+            raise TypeError(f"Unsupported reason must be a str, not {_tname(self.reason)}")
+
+
+def _is_completion(obj: object) -> bool:
+    if hasattr(obj, "__await__"):
+        return False
+    try:
+        done = obj.done  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return isinstance(done, bool) and callable(getattr(obj, "wait", None))
+
+
+class _CompletionMeta(type(typing.Protocol)):  # type: ignore[misc]
+    # Structural in full: runtime_checkable alone checks only that the
+    # members exist, not that done is a bool or that __await__ is absent.
+    def __instancecheck__(cls, obj: object) -> bool:
+        if cls is ProviderCompletion:
+            return _is_completion(obj)
+        return super().__instancecheck__(obj)
+
+
+@typing.runtime_checkable
+class ProviderCompletion(typing.Protocol, metaclass=_CompletionMeta):
+    """What ``PreparedTransfer.submit()`` may return for a transfer that
+    finishes later: any object with a bool ``done`` (True once finished) and a
+    blocking ``wait()`` returning None (or raising the transfer's failure),
+    and no ``__await__``. ``isinstance(obj, ProviderCompletion)`` checks that
+    structure. It is also an open base: subclasses provide both members (the
+    base's ``wait()`` raises NotImplementedError). A worker calls ``wait()``
+    and then performs the move's terminal commit."""
+
+    done: bool
+
+    def __init__(self) -> None:  # explicit, so the class stays instantiable as a base
+        pass
+
+    def wait(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement wait()")
+
+
+_core._install_extension_records(
+    StorageProvider=StorageProvider,
+    TransferProvider=TransferProvider,
+    TransferRoute=TransferRoute,
+    CarrierDefinition=CarrierDefinition,
+    TransferRequest=TransferRequest,
+    PreparedTransfer=PreparedTransfer,
+    Unsupported=Unsupported,
+    ProviderCompletion=ProviderCompletion,
+)
