@@ -1,0 +1,320 @@
+"""A carrier whose slots live in a TensorStore array (API.md section 14).
+
+TensorStore (zarr v3 by default) keeps the slots on local disk, in memory or
+in object storage (S3, GCS) shared by many machines. The carrier is built only
+on the public extension API: a ``CarrierDefinition`` whose ``StorageProvider``
+reads and writes single slots (the elementwise fallback path), an incoming
+``(CPU, TensorStoreCarrier)`` route and an outgoing ``(TensorStoreCarrier,
+CPU)`` route. Each route's ``submit()`` starts TensorStore's asynchronous
+write or read of the tensor's whole physical span ``[offset, offset +
+cosize)`` (holes included, like the bulk CPU<->FileBacked operations) straight
+from or into the CPU carrier's memory (a DLPack view of the span), and
+returns a ``ProviderCompletion`` over TensorStore's future: the move's worker
+waits on it with the GIL released, no Python thread is blocked per transfer.
+
+``tensorstore`` is an optional dependency (``pip install
+strideweave[tensorstore]``); nothing else in the library imports it.
+
+Decisions the contract leaves open:
+
+- A carrier's slots are the array's elements in C order; ``open_tensor``
+  gives an N-d array a row-major Layout over them. A span that is not one
+  box of the array is transferred as at most ``2 * rank - 1`` boxes.
+- ``release()`` drops the carrier's handle to the store and never deletes
+  persistent data. The in-memory store of ``TensorStoreCarrier(slots, ...)``
+  is freed with its last handle.
+- An empty (0-slot) carrier that is a move destination grows: the in-memory
+  one is replaced by a store of the needed size, a persistent one is resized
+  (its metadata rewritten).
+- Errors from the store (missing array or bucket, permission, network)
+  propagate as TensorStore raises them (``ValueError``/``OSError`` subclasses
+  with the store's message): from ``create``/``open``/``open_tensor``
+  directly, from a move as the handle's recorded exception (the source stays
+  live).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Iterator
+
+try:
+    import tensorstore as _ts
+except ImportError as _error:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "strideweave.carriers.tensorstore needs the optional 'tensorstore' package: "
+        "pip install strideweave[tensorstore]") from _error
+import numpy as _np  # a dependency of tensorstore
+
+from .. import _core
+from .extension import (CarrierDefinition, PreparedTransfer, ProviderCompletion, StorageProvider, TransferProvider,
+                        TransferRequest, TransferRoute, Unsupported, register_carrier_definition)
+
+__all__ = ["TensorStoreCarrier", "open_tensor"]
+
+_DType = _core.DType
+# StrideWeave dtype <-> (TensorStore dtype, NumPy dtype)
+_DTYPES = {
+    _DType.Float32: (_ts.float32, _np.float32),
+    _DType.Int32: (_ts.int32, _np.int32),
+}
+
+
+def _sw_dtype(store: Any) -> Any:
+    for d, (tsd, _) in _DTYPES.items():
+        if store.dtype == tsd:
+            return d
+    raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32 arrays (zarr float32, int32), "
+                     f"not {store.dtype.name}")
+
+
+def _normalise_spec(spec: Any) -> Any:
+    """A path string means zarr v3 on the local file system."""
+    if isinstance(spec, str):
+        return {"driver": "zarr3", "kvstore": {"driver": "file", "path": spec}}
+    if isinstance(spec, (dict, _ts.Spec)):
+        return spec
+    raise TypeError(f"spec must be a TensorStore spec dict or a path str, not {type(spec).__name__}")
+
+
+# The store create()/open() hand to the next allocate() on this thread
+# (the construction contract Cls(slots, *, dtype, mutable) has no room for it).
+_handoff = threading.local()
+
+
+class TensorStoreCarrier(_core.Carrier):
+    """Slots in a TensorStore array (zarr v3 by default): Float32 or Int32.
+
+    ``TensorStoreCarrier(slots, *, dtype=DType.Float32, mutable=True)``
+    builds one over a fresh in-memory store; ``create(spec, slots, ...)``
+    creates a persistent 1-D array and ``open(spec)`` opens one."""
+
+    _store: Any
+    _shape: tuple[int, ...]
+
+    def __init__(self, slots: int, *, dtype: Any = _DType.Float32, mutable: bool = True) -> None:
+        super().__init__(slots, dtype=dtype, mutable=mutable)
+
+    @classmethod
+    def _adopt(cls, store: Any, *, mutable: bool) -> TensorStoreCarrier:
+        dtype = _sw_dtype(store)
+        _handoff.store = store
+        try:
+            return cls(math.prod(store.shape), dtype=dtype, mutable=mutable)
+        finally:
+            _handoff.store = None
+
+    @classmethod
+    def create(cls, spec: Any, slots: int, *, dtype: Any = _DType.Float32,
+               chunk_slots: int | None = None) -> TensorStoreCarrier:
+        """Create a 1-D array of ``slots`` zero elements at ``spec`` (fails if
+        one exists there) and return a carrier over it."""
+        if isinstance(slots, bool) or not isinstance(slots, int):
+            raise TypeError(f"slots must be an int, not {type(slots).__name__}")
+        if slots < 0:
+            raise ValueError("slots must be non-negative")
+        if dtype not in _DTYPES:
+            raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32, not {dtype!r}")
+        kw: dict[str, Any] = {}
+        if chunk_slots is not None:
+            if isinstance(chunk_slots, bool) or not isinstance(chunk_slots, int):
+                raise TypeError(f"chunk_slots must be an int, not {type(chunk_slots).__name__}")
+            if chunk_slots < 1:
+                raise ValueError("chunk_slots must be positive")
+            kw["chunk_layout"] = _ts.ChunkLayout(chunk_shape=[chunk_slots])
+        store = _ts.open(_normalise_spec(spec), create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw).result()
+        return cls._adopt(store, mutable=True)
+
+    @classmethod
+    def open(cls, spec: Any, *, mutable: bool = True) -> TensorStoreCarrier:
+        """Open an existing 1-D Float32 or Int32 array (``open_tensor`` opens
+        arrays of any rank)."""
+        store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+        if store.rank != 1:
+            raise ValueError(f"TensorStoreCarrier.open() needs a 1-D array, this one has rank {store.rank}; "
+                             "use open_tensor() for N-d arrays")
+        return cls._adopt(store, mutable=mutable)
+
+    def spec(self) -> dict[str, Any]:
+        """The store's TensorStore JSON spec."""
+        store = self.__dict__.get("_store")
+        if store is None:
+            raise RuntimeError("TensorStoreCarrier is released")
+        return store.spec().to_json()
+
+
+def open_tensor(spec: Any, *, mutable: bool = True) -> Any:
+    """Open an existing N-d Float32/Int32 array (written by anyone) as a
+    Tensor: its Layout is the array's shape with row-major strides over a
+    TensorStoreCarrier of prod(shape) slots in C order."""
+    store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+    shape = [int(n) for n in store.shape]
+    if not shape or any(n < 1 for n in shape):
+        raise ValueError(f"open_tensor() needs an array of rank >= 1 with non-empty extents, not shape {shape}")
+    carrier = TensorStoreCarrier._adopt(store, mutable=mutable)
+    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    layout = _core.Layout(_core.Shape(shape), _core.Stride(strides))
+    return _core.Tensor(carrier, 0, layout)
+
+
+# ------------------------------------------------------------------ storage
+
+def _memory_store(slots: int, dtype: Any) -> Any:
+    return _ts.open({"driver": "zarr3", "kvstore": {"driver": "memory"}}, create=True,
+                    dtype=_DTYPES[dtype][0], shape=[slots]).result()
+
+
+def _supports_dtype(carrier: Any, dtype: Any) -> bool:
+    return dtype in _DTYPES
+
+
+def _physical_size(carrier: Any) -> int:
+    return math.prod(carrier._shape) if carrier.__dict__.get("_store") is not None else 0
+
+
+def _allocate(carrier: Any, slots: int) -> None:
+    store = getattr(_handoff, "store", None)
+    _handoff.store = None
+    if store is None:
+        current = carrier.__dict__.get("_store")
+        if current is not None and current.rank == 1 and current.shape[0] == 0 and not _is_memory(current):
+            # An empty persistent array grows in place (a move destination).
+            store = current.resize(exclusive_max=[slots], expand_only=True).result()
+        else:
+            store = _memory_store(slots, carrier.dtype())
+    carrier._store = store
+    carrier._shape = tuple(int(n) for n in store.shape)
+
+
+def _is_memory(store: Any) -> bool:
+    kv = store.kvstore
+    return kv is not None and kv.spec().to_json().get("driver") == "memory"
+
+
+def _release(carrier: Any) -> None:
+    # Drop the handle only: persistent data stays.
+    carrier._store = None
+
+
+def _unravel(carrier: Any, i: int) -> tuple[int, ...]:
+    return tuple(int(k) for k in _np.unravel_index(i, carrier._shape))
+
+
+def _read(carrier: Any, i: int) -> Any:
+    return carrier._store[_unravel(carrier, i)].read().result().item()
+
+
+def _write(carrier: Any, i: int, value: Any) -> None:
+    carrier._store[_unravel(carrier, i)].write(value).result()
+
+
+# ------------------------------------------------------------------ bulk routes
+
+def _boxes(shape: tuple[int, ...], start: int, stop: int) -> Iterator[tuple[tuple[slice | int, ...], int, int]]:
+    """Decompose the C-order element range [start, stop) of an array of
+    shape into boxes: (index expression, first element, element count)."""
+    if start >= stop:
+        return
+    if len(shape) == 1:
+        yield (slice(start, stop),), start, stop - start
+        return
+    inner = math.prod(shape[1:])
+    first, last = start // inner, (stop - 1) // inner  # rows touched
+    if start % inner == 0 and stop % inner == 0:
+        yield (slice(first, last + 1),) + (slice(None),) * (len(shape) - 1), start, stop - start
+        return
+    if first == last:
+        for idx, s, n in _boxes(shape[1:], start - first * inner, stop - first * inner):
+            yield (first,) + idx, first * inner + s, n
+        return
+    head_stop = (first + 1) * inner
+    if start % inner:
+        yield from _boxes(shape, start, head_stop)
+        start = head_stop
+    body_stop = (stop // inner) * inner
+    if body_stop > start:
+        yield from _boxes(shape, start, body_stop)
+    if stop > body_stop:
+        yield from _boxes(shape, body_stop, stop)
+
+
+def _host_view(carrier: Any, offset: int, n: int) -> Any:
+    """A NumPy view of CPU slots [offset, offset + n) (a DLPack export: the
+    route runs with owner access, so the view is writable)."""
+    t = _core.Tensor(carrier, offset, _core.Layout.canonical(_core.Shape([n])))
+    return _np.from_dlpack(t)
+
+
+class _Completion(ProviderCompletion):
+    """Terminal once every TensorStore future of the transfer is; wait()
+    blocks in future.result() (which releases the GIL) and then drops the
+    host views, so nothing addresses the CPU memory after commit."""
+
+    def __init__(self, futures: list[Any], keep: list[Any]) -> None:
+        self._futures = futures
+        self._keep = keep
+
+    @property
+    def done(self) -> bool:
+        return all(f.done() for f in self._futures)
+
+    def wait(self) -> None:
+        try:
+            for f in self._futures:
+                f.result()
+        finally:
+            self._keep = []
+
+
+def _check(request: TransferRequest) -> Unsupported | None:
+    if request.dtype not in _DTYPES:
+        return Unsupported(f"TensorStoreCarrier moves only Float32 and Int32, not {request.dtype!r}")
+    return None
+
+
+def _submit_write(request: TransferRequest) -> _Completion:
+    """CPU span -> TensorStore slots [0, span)."""
+    n = request.physical_span
+    host = _host_view(request.tensor.carrier, request.tensor.offset, n)
+    store = request.destination._store
+    futures, keep = [], [host]
+    for idx, first, count in _boxes(request.destination._shape, 0, n):
+        part = store[idx]
+        futures.append(part.write(host[first:first + count].reshape(part.shape)))
+    return _Completion(futures, keep)
+
+
+def _submit_read(request: TransferRequest) -> _Completion:
+    """TensorStore span [offset, offset + span) -> CPU slots [0, span)."""
+    n, offset = request.physical_span, request.tensor.offset
+    host = _host_view(request.destination, 0, n)
+    source = request.tensor.carrier
+    futures, keep = [], [host]
+    for idx, first, count in _boxes(source._shape, offset, offset + n):
+        part = source._store[idx]
+        target = _ts.array(host[first - offset:first - offset + count].reshape(part.shape), copy=False, write=True)
+        keep.append(target)
+        futures.append(target.write(part))
+    return _Completion(futures, keep)
+
+
+def _prepare_write(request: TransferRequest) -> PreparedTransfer | Unsupported:
+    return _check(request) or PreparedTransfer(lambda: _submit_write(request))
+
+
+def _prepare_read(request: TransferRequest) -> PreparedTransfer | Unsupported:
+    return _check(request) or PreparedTransfer(lambda: _submit_read(request))
+
+
+register_carrier_definition(
+    TensorStoreCarrier,
+    CarrierDefinition(
+        StorageProvider(_supports_dtype, _physical_size, _allocate, _release, _read, _write,
+                        elementwise_fallback=True),
+        (
+            # Incoming (API.md 14): CPU carries no definition of its own.
+            TransferRoute(_core.CPU, TensorStoreCarrier, "cpu-to-tensorstore", TransferProvider(_prepare_write)),
+            TransferRoute(TensorStoreCarrier, _core.CPU, "tensorstore-to-cpu", TransferProvider(_prepare_read)),
+        ),
+    ),
+)
