@@ -26,6 +26,11 @@ Cases
   progress    iterations/s a pure-Python loop in a second thread completes
               while the main thread waits on a 256 MiB async move, vs idle;
               np.copyto of the same size on the main thread for reference
+  tensorstore (--tensorstore, or --only-tensorstore) CPU->TensorStoreCarrier
+              and back at --mib on zarr v3 local files vs TensorStore's own
+              store.write(ndarray) / store.read() on the same spec (fresh
+              array per sample, same chunking), the round trip vs FileBacked,
+              and the same at --s3-mib on a moto S3 server on 127.0.0.1
 """
 import argparse
 import datetime
@@ -148,6 +153,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=9, help="samples per large case (median taken)")
     ap.add_argument("--mib", type=int, default=256, help="size of the large cases in MiB")
     ap.add_argument("--quick", action="store_true", help="3 samples, fewer export calls")
+    ap.add_argument("--tensorstore", action="store_true", help="add the TensorStore carrier rows")
+    ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
+    ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
     small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
@@ -159,6 +167,15 @@ def main(argv=None):
     def add(case, ours, theirs, target=None, ratio=None):
         r = ratio if ratio is not None else (f"{ours / theirs:.3f}" if theirs else "-")
         rows.append((case, fmt(ours), fmt(theirs), r, target or ""))
+
+    progress = []
+    if args.tensorstore or args.only_tensorstore:
+        import tensorstore_compare  # benchmarks/tensorstore_compare.py
+
+        tensorstore_compare.rows(add, rep, args.mib, args.s3_mib)
+    if args.only_tensorstore:
+        report(rows, progress, rep, small_number, small_repeat)
+        return 0
 
     # ---------------------------------------------------------- export/import
     rows_, cols = 32, 32
@@ -264,7 +281,6 @@ def main(argv=None):
                      "-", "-", ""))
 
     # ---------------------------------------------------------- thread progress
-    progress = []
     for kind in ("CPU->CPU", "CPU->FileBacked"):
         idle_r, busy_r = [], []
         for _ in range(rep):
@@ -290,7 +306,11 @@ def main(argv=None):
                      statistics.median(busy_r), statistics.median(idle_r)))
     del src, dst
 
-    # ---------------------------------------------------------- report
+    report(rows, progress, rep, small_number, small_repeat)
+    return 0
+
+
+def report(rows, progress, rep, small_number, small_repeat):
     print(f"StrideWeave compare.py  {datetime.datetime.now().isoformat(timespec='seconds')}")
     print(f"machine: {platform.machine()} {cpu_model()} ({os.cpu_count()} CPUs), {platform.system()} "
           f"{platform.release()}")
@@ -306,7 +326,6 @@ def main(argv=None):
           f"{'busy/idle':>16s}")
     for case, b, i in progress:
         print(f"{case:{w}s} {b / 1e6:10.2f} M {i / 1e6:10.2f} M {b / i:16.3f}")
-    return 0
 
 
 def cpu_model():
