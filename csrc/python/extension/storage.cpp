@@ -1,0 +1,237 @@
+// Definition-backed storage: the CarrierVTable a class with a
+// CarrierDefinition gets, driving its slots through the StorageProvider's
+// callables, and its constructor Cls(slots, *, dtype, mutable=True).
+#include "extension/extension.hpp"
+
+namespace swpy {
+
+namespace {
+
+using ext::field;
+using ext::g;
+using ext::observe;
+
+const char* oname(PyObject* o) { return type_name(o); }
+const char* tname(PyTypeObject* t) { return type_name(t); }
+
+// One vtable per storage dtype: an instance's vt encodes its dtype.
+constexpr sw::DTypeCode kStorageCodes[] = {sw::DTypeCode::Any,     sw::DTypeCode::Floating, sw::DTypeCode::Float32,
+                                           sw::DTypeCode::Float64, sw::DTypeCode::Int32,    sw::DTypeCode::Bool};
+constexpr int kNumStorageCodes = sizeof(kStorageCodes) / sizeof(kStorageCodes[0]);
+extern const CarrierVTable kDefVT[kNumStorageCodes];
+
+int code_index(sw::DTypeCode c) {
+  for (int i = 0; i < kNumStorageCodes; ++i)
+    if (kStorageCodes[i] == c) return i;
+  return -1;
+}
+
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return kStorageCodes[o->vt - kDefVT]; }
+
+PyObject* self_of(CarrierObject* o) { return reinterpret_cast<PyObject*>(o); }
+
+// The instance's StorageProvider (its class was observed when it was built).
+PyObject* storage_of(CarrierObject* o) {
+  PyObject* s = nullptr;
+  if (observe(Py_TYPE(o), &s) < 0) return nullptr;
+  if (!s) PyErr_Format(PyExc_SystemError, "%s has no StorageProvider", oname(self_of(o)));
+  return s;
+}
+
+// Calls the provider's callable name with (carrier, *extra). New reference or NULL.
+PyObject* call_storage(CarrierObject* o, PyObject* name, PyObject* a = nullptr, PyObject* b = nullptr) {
+  PyObject* s = storage_of(o);
+  if (!s) return nullptr;
+  Ref fn = Ref::steal(field(s, name));
+  if (!fn) return nullptr;
+  PyObject* args[3] = {self_of(o), a, b};
+  return PyObject_Vectorcall(fn.get(), args, b ? 3 : (a ? 2 : 1), nullptr);
+}
+
+Py_ssize_t vt_size(CarrierObject* o) {
+  PyObject* r = call_storage(o, g.name.physical_size);
+  if (!r) return -1;
+  if (!PyLong_Check(r) || PyBool_Check(r)) {
+    PyErr_Format(PyExc_TypeError, "%s StorageProvider.physical_size() must return an int, not %.100s",
+                 oname(self_of(o)), oname(r));
+    Py_DECREF(r);
+    return -1;
+  }
+  Py_ssize_t n = PyLong_AsSsize_t(r);
+  Py_DECREF(r);
+  if (n == -1 && PyErr_Occurred()) return -1;
+  if (n < 0) {
+    PyErr_Format(PyExc_ValueError, "%s StorageProvider.physical_size() returned a negative size", oname(self_of(o)));
+    return -1;
+  }
+  return n;
+}
+
+PyObject* vt_get(CarrierObject* o, Py_ssize_t i) {
+  PyObject* idx = PyLong_FromSsize_t(i);
+  if (!idx) return nullptr;
+  PyObject* r = call_storage(o, g.name.read, idx);
+  Py_DECREF(idx);
+  if (!r) return nullptr;
+  // Reads return canonical values of the storage dtype, as built-ins do.
+  PyObject* v = value_coerce(vt_dtype_code(o), r);
+  Py_DECREF(r);
+  return v;
+}
+
+int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) {
+  PyObject* x = value_coerce(vt_dtype_code(o), v);
+  if (!x) return -1;
+  PyObject* idx = PyLong_FromSsize_t(i);
+  PyObject* r = idx ? call_storage(o, g.name.write, idx, x) : nullptr;
+  Py_XDECREF(idx);
+  Py_DECREF(x);
+  if (!r) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+// Calls the provider's release exactly once (marking the carrier released
+// first, so a re-entrant or repeated _release() does nothing). An exception
+// stays set for carrier_release to report.
+void vt_release(CarrierObject* o) {
+  if (o->released) return;
+  o->released = true;
+  PyObject* r = call_storage(o, g.name.release);
+  Py_XDECREF(r);
+}
+
+// type(slots, dtype=dtype, mutable=mutable_): the construction contract.
+PyObject* make_like(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutable_) {
+  PyObject* args = Py_BuildValue("(n)", n);
+  PyObject* kwargs = args ? Py_BuildValue("{s:O,s:O}", "dtype", dtype, "mutable", mutable_ ? Py_True : Py_False)
+                          : nullptr;
+  PyObject* r = kwargs ? PyObject_Call(reinterpret_cast<PyObject*>(type), args, kwargs) : nullptr;
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  if (r && Py_TYPE(r) != type) {
+    PyErr_Format(PyExc_TypeError, "%s(...) did not build a %s", tname(type), tname(type));
+    Py_CLEAR(r);
+  }
+  return r;
+}
+
+PyObject* vt_new_like(CarrierObject* o, PyObject* values, bool mutable_, PyObject* dtype) {
+  if (!dtype) dtype = dtype_singleton(vt_dtype_code(o));  // kept after release
+  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  if (!seq) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject* c = make_like(Py_TYPE(o), n, dtype, true);
+  for (Py_ssize_t i = 0; c && i < n; ++i) {
+    if (carrier_set_unchecked(c, i, PySequence_Fast_GET_ITEM(seq, i)) < 0) Py_CLEAR(c);
+  }
+  Py_DECREF(seq);
+  if (c) as_carrier(c)->constructed_mutable = mutable_;
+  return c;
+}
+
+PyObject* vt_allocate_like(CarrierObject* o, Py_ssize_t n, bool mutable_, PyObject* dtype, bool) {
+  // allocate() provides zero slots, so empty=True is served the same way.
+  if (!dtype) dtype = dtype_singleton(vt_dtype_code(o));
+  return make_like(Py_TYPE(o), n, dtype, mutable_);
+}
+
+// allocate(carrier, n) and a check that it provided n slots. 0 / -1.
+int allocate_slots(CarrierObject* o, Py_ssize_t n) {
+  PyObject* count = PyLong_FromSsize_t(n);
+  PyObject* r = count ? call_storage(o, g.name.allocate, count) : nullptr;
+  Py_XDECREF(count);
+  if (!r) return -1;
+  Py_DECREF(r);
+  Py_ssize_t got = vt_size(o);
+  if (got < 0) return -1;
+  if (got != n) {
+    PyErr_Format(PyExc_ValueError, "%s StorageProvider.allocate(carrier, %zd) provided %zd slots", oname(self_of(o)),
+                 n, got);
+    return -1;
+  }
+  return 0;
+}
+
+int vt_reserve(CarrierObject* o, Py_ssize_t n) {
+  Py_ssize_t size = vt_size(o);
+  if (size < 0) return -1;
+  if (size != 0) return 0;  // only an empty destination grows
+  return allocate_slots(o, n) < 0 ? -1 : 1;
+}
+
+#define SW_DEF_VT                                                                                         \
+  {                                                                                                       \
+    vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like, vt_reserve, nullptr, \
+        nullptr                                                                                           \
+  }
+const CarrierVTable kDefVT[kNumStorageCodes] = {SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT};
+#undef SW_DEF_VT
+
+}  // namespace
+
+int extension_carrier_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"slots", "dtype", "mutable", nullptr};
+  PyObject* slots;
+  PyObject* dtype = nullptr;
+  int mutable_ = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:__init__", const_cast<char**>(kw), &slots, &dtype, &mutable_))
+    return -1;
+  CarrierObject* o = as_carrier(self);
+  const char* name = oname(self);
+  if (o->vt || o->released) {
+    PyErr_Format(PyExc_RuntimeError, "%s.__init__() cannot be called twice", name);
+    return -1;
+  }
+  if (!dtype) {
+    PyErr_Format(PyExc_TypeError, "%s() missing required keyword-only argument 'dtype'", name);
+    return -1;
+  }
+  if (PyBool_Check(slots) || !PyIndex_Check(slots)) {
+    PyErr_Format(PyExc_TypeError, "%s() slots must be an int, not %.100s", name, oname(slots));
+    return -1;
+  }
+  Py_ssize_t n = PyNumber_AsSsize_t(slots, PyExc_OverflowError);
+  if (n == -1 && PyErr_Occurred()) return -1;
+  if (n < 0) {
+    PyErr_Format(PyExc_ValueError, "%s() slots must be non-negative", name);
+    return -1;
+  }
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "%s() dtype must be a DType, not %.100s", name, oname(dtype));
+    return -1;
+  }
+  const int idx = code_index(dtype_code(dtype));
+  if (idx < 0) {
+    PyErr_Format(PyExc_ValueError, "%s() dtype %R cannot be a storage dtype", name, dtype);
+    return -1;
+  }
+  PyObject* storage = nullptr;
+  if (observe(Py_TYPE(self), &storage) < 0) return -1;
+  if (!storage) {
+    PyErr_Format(PyExc_TypeError, "%s has no CarrierDefinition", name);
+    return -1;
+  }
+  Ref supports = Ref::steal(field(storage, g.name.supports_dtype));
+  if (!supports) return -1;
+  PyObject* args2[2] = {self, dtype};
+  Ref ok = Ref::steal(PyObject_Vectorcall(supports.get(), args2, 2, nullptr));
+  if (!ok) return -1;
+  if (!PyBool_Check(ok.get())) {
+    PyErr_Format(PyExc_TypeError, "%s StorageProvider.supports_dtype() must return a bool", name);
+    return -1;
+  }
+  if (ok.get() != Py_True) {
+    PyErr_Format(PyExc_ValueError, "%s does not support dtype %R", name, dtype);
+    return -1;
+  }
+  o->vt = &kDefVT[idx];
+  o->constructed_mutable = mutable_ != 0;
+  if (allocate_slots(o, n) < 0) {
+    o->vt = nullptr;  // unusable, and __init__ may be retried
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace swpy
