@@ -169,6 +169,16 @@ def test_int32_values_travel_exactly(tmp_path):
     assert values(z) == vals
 
 
+def test_an_empty_persistent_array_grows_as_a_destination(tmp_path):
+    path = str(tmp_path / "grow.zarr")
+    c = TensorStoreCarrier.create(path, 0)
+    assert c.size() == 0
+    with sw.no_grad():
+        sw.move(sw.Tensor(cpu_of([1.0, 2.0, 3.0]), 0, sw.Layout.canonical(sw.Shape([3]))), c)
+    assert c.size() == 3 and slots(c) == [1.0, 2.0, 3.0]
+    assert slots(TensorStoreCarrier.open(path)) == [1.0, 2.0, 3.0]  # resized persistently
+
+
 def test_other_pairs_use_the_elementwise_fallback():
     a = TensorStoreCarrier(3)
     for i, v in enumerate([1.0, 2.0, 3.0]):
