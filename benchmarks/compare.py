@@ -155,7 +155,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="3 samples, fewer export calls")
     ap.add_argument("--tensorstore", action="store_true", help="add the TensorStore carrier rows")
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
-    ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB")
+    ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
     small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
@@ -172,6 +172,7 @@ def main(argv=None):
     if args.tensorstore or args.only_tensorstore:
         import tensorstore_compare  # benchmarks/tensorstore_compare.py
 
+        # --only-tensorstore --mib 0 runs only the S3 rows.
         tensorstore_compare.rows(add, rep, args.mib, args.s3_mib)
     if args.only_tensorstore:
         report(rows, progress, rep, small_number, small_repeat)
