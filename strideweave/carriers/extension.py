@@ -76,10 +76,9 @@ def _need_carrier_class(record: str, field: str, value: object) -> None:
         raise TypeError(f"{record} {field} must be a Carrier subclass, not {value!r}")
 
 
-_record = dataclass(frozen=True, eq=False)  # identity equality, like every carrier object
-
-
-@_record
+# Records compare (and hash) by identity, as the native records did: a
+# TransferRequest holds a Layout, which is unhashable.
+@dataclass(frozen=True, eq=False)
 class StorageProvider:
     """Storage of a definition-backed carrier class. Every callable takes the
     carrier first: ``supports_dtype(carrier, dtype) -> bool``,
@@ -105,7 +104,7 @@ class StorageProvider:
                 f"StorageProvider elementwise_fallback must be a bool, not {_tname(self.elementwise_fallback)}")
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class TransferProvider:
     """The mechanics of one route: ``prepare(request: TransferRequest)``
     returns a PreparedTransfer or Unsupported. It runs with grad mode off,
@@ -117,7 +116,7 @@ class TransferProvider:
         _need_callable("TransferProvider", "prepare", self.prepare)
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class TransferRoute:
     """A route of a CarrierDefinition for one exact pair: outgoing (the
     defined class is ``source_class``) or incoming (it is
@@ -140,7 +139,7 @@ class TransferRoute:
             raise TypeError(f"TransferRoute provider must be a TransferProvider, not {_tname(self.provider)}")
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class CarrierDefinition:
     """A carrier class's StorageProvider and its TransferRoutes (normalised to
     a tuple, at most one per exact pair). Register it with
@@ -171,7 +170,7 @@ class CarrierDefinition:
         object.__setattr__(self, "transfers", routes)
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class TransferRequest:
     """One validated move handed to ``TransferProvider.prepare``: the source
     Tensor, the destination carrier, both exact classes, the logical dtype,
@@ -204,7 +203,7 @@ class TransferRequest:
             raise ValueError("TransferRequest physical_span must be non-negative")
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class PreparedTransfer:
     """``submit()`` performs or starts the transfer on the calling thread
     (grad mode off, owner access to both carriers) and returns None when
@@ -216,7 +215,7 @@ class PreparedTransfer:
         _need_callable("PreparedTransfer", "submit", self.submit)
 
 
-@_record
+@dataclass(frozen=True, eq=False)
 class Unsupported:
     """``prepare()``'s refusal: the permitted elementwise fallback runs
     instead, or move_async raises NotImplementedError containing reason."""

@@ -255,7 +255,7 @@ class _Completion(ProviderCompletion):
         self._keep = keep
 
     @property
-    def done(self) -> bool:
+    def done(self) -> bool:  # type: ignore[override]  # the protocol's done may be any bool attribute
         return all(f.done() for f in self._futures)
 
     def wait(self) -> None:
