@@ -139,3 +139,25 @@ def test_scatter_consults_the_policy_with_purpose_scatter():
     compact = sw.Tensor(sw.CPU(2), 0, canonical_layout((1,), (2,)))
     te.scatter(compact, t, sel).wait()
     assert calls == [(sel.tile_set, "scatter")]
+
+
+def test_operand_hook_gives_a_dense_copy_with_the_tensor_layout():
+    # what a native direct operation would consume (the native call site is later work)
+    c = sw.CPU(8)
+    for i in range(8):
+        c[i] = float(i)
+    te = TiledEvictable(c, sw.FileBacked(dtype=sw.DType.Float32), (4,), (2,))
+    te.evict(TileSet([(1,), (2,)]))
+    lay = sw.Layout(sw.Shape([8]), sw.Stride([1]))
+    t = sw.Tensor(te, 0, lay)
+    d = te._operand(t)
+    assert type(d.carrier) is sw.CPU and d.layout == lay
+    assert [d[i] for i in range(8)] == [float(i) for i in range(8)]
+    assert te.tile_state((1,)).location == "secondary" and not te._st.pending
+    s = sw.reduce_sum(sw.mul(d, 2.0))
+    assert s[0] == 56.0
+    g = te._gradient(t, sw.Tensor(d.carrier.new_like([1.0] * 8), 0, lay))
+    assert type(g.carrier) is TiledEvictable and g.layout == lay
+    assert [g[i] for i in range(8)] == [1.0] * 8
+    with pytest.raises(ValueError, match="compatible"):
+        te._operand(sw.Tensor(te, 0, sw.Layout(sw.Shape([4, 2]), sw.Stride([1, 4]))))

@@ -806,6 +806,78 @@ class TiledEvictable(Carrier):
         for c, tok in req.claims:
             c._relinquish_ownership(tok)
 
+    # ------------------------------------------------------------ direct operations (hooks)
+
+    def _operand(self, tensor) -> Tensor:
+        """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
+        primary-class carrier holding every tile's value (a compatible Layout
+        reaches exactly the carrier's slots, so copying the physical tiles
+        preserves every logical value). The hook a native direct operation
+        (add, mul, relu, reduce_sum on a full TiledEvictable Tensor) calls to
+        obtain its dense operand; it records no autograd node."""
+        self._full_tensor_arg(tensor, "operand")
+        st = self._st
+        everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
+        plan = self._consult_policy(everything, "operation")
+        handle = _h.new_handle("projection")
+        with st.lock:
+            self._check_live()
+            for k in range(st.N):
+                if k in st.writers:
+                    raise RuntimeError(self._busy_message(k) + " (a residency request)")
+                if st.loc[k] == _INVALID:
+                    raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
+                                       "it holds no value")
+            dest = st.primary_proto.allocate_like(st.total)
+            req = _Request(self, handle, reads=list(range(st.N)))
+            for k in req.reads:
+                st.readers[k] = st.readers.get(k, 0) + 1
+            st.pending.add(req)
+            try:
+                promos = self._apply_plan_promotions(req, plan)
+            except BaseException:
+                self._abort(req)
+                raise
+            promo_before = {k: st.loc[k] for k in promos}
+
+            def commit():
+                for k in promos:
+                    st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
+                self._apply_plan_evictions(plan, set())
+                return Tensor(dest, 0, tensor.layout)
+
+            req.commit = commit
+            T = st.T
+            for k in range(st.N):
+                loc = st.loc[k]
+                if loc == _IMPLICIT:
+                    continue  # the fresh destination is zero
+                tier = st.primary if loc == _PRIMARY else st.secondary
+                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T))
+            for k in promos:
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+        req.seal()
+        return handle.wait()
+
+    def _gradient(self, tensor, dense_grad) -> Tensor:
+        """The gradient of a full TiledEvictable Tensor from a dense
+        cotangent with the same Layout (what ``_operand`` produced): a fresh
+        TiledEvictable of this geometry and tier classes whose primary holds
+        the cotangent's slots (every tile primary-resident and dirty)."""
+        if not isinstance(dense_grad, Tensor) or dense_grad.layout != tensor.layout:
+            raise ValueError("the dense gradient must have the operand's Layout")
+        st = self._st
+        out = self._fresh_result(implicit=True)
+        ost = out._st
+        src = dense_grad.carrier
+        with ost.lock:
+            prim = out._ensure_tier(_PRIMARY)
+            with _Access(ost.tokens_all()):
+                _route_copy(src, dense_grad.offset, prim, 0, st.total)
+                for k in range(st.N):
+                    ost.loc[k], ost.dirty[k] = _PRIMARY, True
+        return Tensor(out, 0, tensor.layout)
+
     # ------------------------------------------------------------ scatter
 
     def scatter(self, compact, template, selection, reduction="replace"):
