@@ -349,3 +349,31 @@ def test_an_out_of_grid_plan_is_a_value_error_and_a_policy_exception_propagates(
     with pytest.raises(KeyError, match="boom"):
         te2.project(t2, TileSelection([[0]]))
     assert not te2._st.pending
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_request_pending_at_fork_fails_in_the_child(gate):
+    import os
+
+    te = gated(n_tiles=2)
+    h = te.evict_async(TileSet([(0,)]))
+    assert gate.wait_started(1)
+    pid = os.fork()
+    if pid == 0:  # child: report through the exit status only
+        code = 1
+        try:
+            try:
+                h.wait(timeout=5)
+            except RuntimeError as e:
+                if "pending at fork" in str(e) and not te._st.pending:
+                    te.release()  # nothing pending any more
+                    code = 0 if te.is_released() else 3
+            else:
+                code = 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    gate.open.set()
+    assert h.wait() is None  # the parent's request is unaffected
+    assert te.tile_state((0,)).location == "secondary"

@@ -35,7 +35,9 @@ Design notes (decisions this first cut makes):
 """
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Callable, List, Optional, Tuple
@@ -55,6 +57,38 @@ _PURPOSES = ("operation", "projection", "scatter", "backward")
 
 _pool_lock = threading.Lock()
 _pool: Optional[ThreadPoolExecutor] = None
+
+
+_live_states: "weakref.WeakSet[_State]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """The workers did not survive the fork: every request pending at fork
+    fails with RuntimeError ("pending at fork") and gives its tiles and
+    claims back, and the child starts a fresh pool on first use."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    for st in list(_live_states):
+        st.lock = threading.RLock()
+        for req in list(st.pending):
+            req.lock = threading.Lock()
+            for c, tok in req.claims:
+                try:
+                    c._relinquish_ownership(tok)
+                except Exception:
+                    pass
+            if hasattr(req.handle, "_lock"):
+                req.handle._lock = threading.Lock()
+            _h.fail(req.handle, RuntimeError("the tiled request was pending at fork; its work did not continue in "
+                                             "the child process"))
+        st.pending.clear()
+        st.readers.clear()
+        st.writers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -217,6 +251,7 @@ class _State:
         self.released = False
         self.zeros: Optional[Carrier] = None
         self.geometry_cache = {}
+        _live_states.add(self)
 
     def tokens_all(self):
         return list(self.tokens.values())
