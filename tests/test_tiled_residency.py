@@ -351,29 +351,58 @@ def test_an_out_of_grid_plan_is_a_value_error_and_a_policy_exception_propagates(
     assert not te2._st.pending
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
-def test_a_request_pending_at_fork_fails_in_the_child(gate):
-    import os
-
-    te = gated(n_tiles=2)
-    h = te.evict_async(TileSet([(0,)]))
-    assert gate.wait_started(1)
-    pid = os.fork()
-    if pid == 0:  # child: report through the exit status only
-        code = 1
+FORK_SCRIPT = r"""
+import os, threading, strideweave as sw
+from strideweave.carriers.move import register_move_operation
+from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
+F32 = sw.DType.Float32
+class P(sw.Generic): pass
+class S(sw.Generic): pass
+gate, started = threading.Event(), threading.Event()
+class Op(sw.MoveOperation):
+    def _copy(self, tensor, destination, output, element_count):
+        started.set()
+        assert gate.wait(10)
+        for i in range(output.size()):
+            output[i] = tensor[i]
+register_move_operation(P, S, Op)
+te = TiledEvictable(P([1.0, 2.0, 3.0, 4.0], dtype=F32), S([0.0] * 4, dtype=F32), (2,), (2,))
+h = te.evict_async(TileSet([(0,)]))
+assert started.wait(5)
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
         try:
-            try:
-                h.wait(timeout=5)
-            except RuntimeError as e:
-                if "pending at fork" in str(e) and not te._st.pending:
-                    te.release()  # nothing pending any more
-                    code = 0 if te.is_released() else 3
-            else:
-                code = 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
-    gate.open.set()
-    assert h.wait() is None  # the parent's request is unaffected
-    assert te.tile_state((0,)).location == "secondary"
+            h.wait(timeout=5)
+            code = 2
+        except RuntimeError as e:
+            if "pending at fork" in str(e) and not te._st.pending:
+                te.release()
+                code = 0 if te.is_released() else 3
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+gate.set()
+assert h.wait() is None and te.tile_state((0,)).location == "secondary"
+print("child", os.WEXITSTATUS(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_request_pending_at_fork_fails_in_the_child(tmp_path):
+    # In a fresh interpreter: forking this multi-threaded test process (JAX
+    # threads) could deadlock the child.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
+    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "child 0"
