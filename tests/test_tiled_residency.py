@@ -406,3 +406,39 @@ def test_a_request_pending_at_fork_fails_in_the_child(tmp_path):
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "child 0"
+
+
+EXIT_SCRIPT = r"""
+import threading, strideweave as sw
+import strideweave.carriers.tiled_evictable as tmod
+from strideweave.carriers.move import register_move_operation
+from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
+F32 = sw.DType.Float32
+class P(sw.Generic): pass
+class S(sw.Generic): pass
+never = threading.Event()
+class Op(sw.MoveOperation):
+    def _copy(self, tensor, destination, output, element_count):
+        never.wait()
+register_move_operation(P, S, Op)
+tmod._EXIT_WAIT_S = 0.5
+te = TiledEvictable(P([1.0, 2.0], dtype=F32), S([0.0, 0.0], dtype=F32), (1,), (2,))
+h = te.evict_async(TileSet([(0,)]))
+print("exiting")
+"""
+
+
+def test_exit_with_a_request_that_never_finishes_is_bounded(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
+    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "abandoning a tiled request still pending at exit" in r.stderr

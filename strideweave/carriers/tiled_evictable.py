@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -56,7 +55,51 @@ _PRIMARY, _SECONDARY, _IMPLICIT, _INVALID = "primary", "secondary", "implicit", 
 _PURPOSES = ("operation", "projection", "scatter", "backward")
 
 _pool_lock = threading.Lock()
-_pool: Optional[ThreadPoolExecutor] = None
+_pool: Optional["_Pool"] = None
+_EXIT_WAIT_S = 10.0
+
+
+class _Pool:
+    """A few daemon worker threads fed by one queue. Daemon threads (unlike
+    ThreadPoolExecutor's) let the interpreter exit without joining a transfer
+    that never ends; the exit hook below bounds the wait instead."""
+
+    def __init__(self, workers: int = 4) -> None:
+        import queue
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        for n in range(workers):
+            threading.Thread(target=self._loop, name=f"strideweave-tiled-{n}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            fn, arg = self.q.get()
+            fn(arg)
+
+    def submit(self, fn, arg) -> None:
+        self.q.put((fn, arg))
+
+
+def _at_exit() -> None:
+    """Waits (bounded) for tiled requests still pending at exit; a request
+    still unfinished is abandoned with a warning on stderr."""
+    import sys
+    import time
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for st in list(_live_states):
+        for req in list(st.pending):
+            left = deadline - time.monotonic()
+            try:
+                req.handle.wait(timeout=max(left, 0.0))
+            except TimeoutError:
+                print("strideweave: abandoning a tiled request still pending at exit", file=sys.stderr)
+                return
+            except BaseException:
+                pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_at_exit)
 
 
 _live_states: "weakref.WeakSet[_State]" = weakref.WeakSet()
@@ -91,11 +134,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _executor() -> ThreadPoolExecutor:
+def _executor() -> "_Pool":
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="strideweave-tiled")
+            _pool = _Pool()
         return _pool
 
 
