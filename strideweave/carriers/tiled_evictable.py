@@ -32,6 +32,24 @@ Design notes (decisions this first cut makes):
   work holds, a projection/scatter/slot write overlapping a pending residency
   request, and ``release()`` with pending work all raise ``RuntimeError``
   telling the caller to ``wait()`` first.
+* Workers are daemon threads; at exit pending requests get at most 10 s,
+  after a fork they fail in the child with RuntimeError ("pending at fork").
+* Completion handles: Python cannot create the native ``AwaitProjection`` /
+  ``AwaitResidency`` yet (see ``_tiled_handles``); until ``_core`` exposes a
+  factory, requests return stand-ins with the same ``done``/``wait()``
+  contract.
+
+Expert routing (64 experts of 1024 x 1024 weights on disk, a router picks a
+few per step, the next step's experts prefetched while this step computes)::
+
+    te = TiledEvictable(CPU(0), FileBacked(dtype=DType.Float32), (64, 1, 1), (1, 1024, 1024))
+    weights = Tensor(te, 0, te.canonical_layout())       # the full logical (64, 1024, 1024) tensor
+    ...                                                   # fill it (slot writes, scatter)
+    te.evict(TileSet([(e, 0, 0) for e in range(64)]))     # all cold
+    prefetch = te.promote_async(TileSelection([next_experts, [0], [0]]))
+    chosen = te.project(weights, TileSelection([experts, [0], [0]])).wait()   # compact (k, 1024, 1024)
+    y = relu(mul(chosen, x))                              # ordinary CPU ops, gather node in the graph
+    prefetch.wait()
 """
 from __future__ import annotations
 
