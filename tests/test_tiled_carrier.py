@@ -308,3 +308,12 @@ def test_new_like_builds_a_fresh_tiled_evictable():
     assert n.tile_state((0, 1)).location == "primary"  # slot 5: tile ordinal 2
     assert n.tile_state((0, 2)).location == "implicit"
     assert n[5] == 3.0
+
+
+def test_init_twice_is_refused_without_touching_the_tiers():
+    te = make()
+    p = sw.CPU(12)
+    with pytest.raises(RuntimeError, match="twice"):
+        te.__init__(p, sw.CPU(0), (2, 3), (2, 1))
+    assert not p.is_owned()
+    assert te.tile_state((0, 0)).location == "primary"

@@ -396,6 +396,8 @@ class TiledEvictable(Carrier):
     """
 
     def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
+        if _st_of(self) is not None:
+            raise RuntimeError("TiledEvictable.__init__() cannot be called twice")
         for name, tier in (("primary", primary), ("secondary", secondary)):
             if not isinstance(tier, Carrier):
                 raise TypeError(f"TiledEvictable {name} must be a Carrier instance, not {type(tier).__name__}")
