@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import strideweave as sw
-from strideweave.carriers import tiled_evictable as te_mod
+from strideweave.carriers import _tiled_work as te_mod
 from strideweave.carriers._tiled_geometry import TileGeometry, canonical_layout, infer_leaves
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 

@@ -410,7 +410,7 @@ def test_a_request_pending_at_fork_fails_in_the_child(tmp_path):
 
 EXIT_SCRIPT = r"""
 import threading, strideweave as sw
-import strideweave.carriers.tiled_evictable as tmod
+import strideweave.carriers._tiled_work as tmod
 from strideweave.carriers.move import register_move_operation
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
 F32 = sw.DType.Float32

@@ -57,14 +57,14 @@ def infer_leaves(d: Sequence[int]) -> Optional[Leaves]:
 def _is_direct_interval(parts: Sequence[Sequence[int]], total: int) -> bool:
     """Whether every sum of one element per part is distinct and the sums are
     exactly range(total)."""
-    aps = []
+    aps: Optional[List[Tuple[int, int]]] = []
     for p in parts:
         if len(p) == 1:
             if p[0] != 0:
                 return False
             continue
         s = p[1] - p[0]
-        if p[0] == 0 and s > 0 and all(p[k] == k * s for k in range(len(p))):
+        if aps is not None and p[0] == 0 and s > 0 and all(p[k] == k * s for k in range(len(p))):
             aps.append((s, len(p)))
         else:
             aps = None

@@ -22,7 +22,7 @@ def _as_int(value: object, what: str) -> int:
     # bool is an int subclass but never a coordinate (as Layout keys refuse it).
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
-    return operator.index(value)
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 def _as_tuple(value: object, what: str) -> tuple:
@@ -76,6 +76,8 @@ class TileSet(_Immutable):
     """
 
     __slots__ = ("_coords", "_rank")
+    _coords: Tuple[Coord, ...]
+    _rank: Optional[int]
 
     def __init__(self, coordinates: Iterable[Iterable[int]] = ()) -> None:
         entries = _as_tuple(coordinates, "TileSet coordinates")
@@ -137,6 +139,8 @@ class TileSelection(_Immutable):
     """
 
     __slots__ = ("_per_axis", "_coords")
+    _per_axis: Tuple[Coord, ...]
+    _coords: Tuple[Coord, ...]
 
     def __init__(self, per_axis: Iterable[Iterable[int]]) -> None:
         axes = _as_tuple(per_axis, "TileSelection per_axis")
@@ -207,6 +211,9 @@ class ResidencyPlan(_Immutable):
     """
 
     __slots__ = ("_promote", "_retain", "_evict")
+    _promote: "TileSet"
+    _retain: "TileSet"
+    _evict: "TileSet"
 
     def __init__(self, promote: Optional[TileSet] = None, retain: Optional[TileSet] = None,
                  evict: Optional[TileSet] = None) -> None:
