@@ -372,3 +372,29 @@ def test_add_scatter_autograd_reaches_the_template_at_selected_tiles():
     sw.reduce_sum(sw.mul(r, 3.0)).backward()
     assert values(compact.grad) == [3.0, 3.0]
     assert values(t.grad) == [0.0, 0.0, 3.0, 3.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_generic_floating_tiers_project_scatter_and_backward():
+    fl = sw.DType.Floating
+    te = TiledEvictable(sw.Generic([float(i) for i in range(6)], dtype=fl), sw.Generic([0.0] * 6, dtype=fl),
+                        (3,), (2,))
+    te.evict(TileSet([(0,), (2,)]))
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    sel = TileSelection([[2, 1]])
+    r = te.project(t, sel).wait()
+    assert type(r.carrier) is sw.Generic and values(r) == [4.0, 5.0, 2.0, 3.0]
+    sw.reduce_sum(r).backward()
+    assert values(t.grad) == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    full = te.scatter(r, t, sel, reduction="add").wait()
+    assert [full[i] for i in (2, 3, 4, 5)] == [4.0, 6.0, 8.0, 10.0]
+
+
+def test_int32_projection_records_no_node():
+    c = sw.CPU(4, dtype=sw.DType.Int32)
+    for i in range(4):
+        c[i] = i
+    te = TiledEvictable(c, sw.FileBacked(dtype=sw.DType.Int32), (2,), (2,))
+    te.evict(TileSet([(1,)]))
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    r = te.project(t, TileSelection([[1, 0]])).wait()
+    assert values(r) == [2, 3, 0, 1] and r.autograd_ctx is None and r.dtype() is sw.DType.Int32
