@@ -18,3 +18,5 @@ from ._core import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"
 from ._profiler import Profiler, ProfilerAverage, ProfilerEvent, profile  # noqa: E402,F401
+from .carriers.tiled_evictable import (  # noqa: E402,F401
+    ResidencyPlan, ResidencyPolicy, TiledEvictable, TileSelection, TileSet, TileState)

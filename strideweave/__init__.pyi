@@ -5,6 +5,8 @@ import pathlib
 from typing import Any, Callable, ClassVar, Generic as _G, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
 from ._profiler import Profiler as Profiler, ProfilerAverage as ProfilerAverage, ProfilerEvent as ProfilerEvent, profile as profile
+from .carriers.tiled_evictable import (ResidencyPlan as ResidencyPlan, ResidencyPolicy as ResidencyPolicy, TiledEvictable as TiledEvictable,
+    TileSelection as TileSelection, TileSet as TileSet, TileState as TileState)
 
 _T = TypeVar("_T")
 _Key = Union[int, Sequence[Any]]

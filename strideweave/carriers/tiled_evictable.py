@@ -1,9 +1,835 @@
-"""Tiled evictable storage: the completion handles.
+"""TiledEvictable: a carrier whose tiles live independently on a primary
+(compute) tier or a secondary (backing) tier, with asynchronous residency,
+projection (gather of selected tiles into a compact Tensor) and scatter.
 
-``AwaitProjection`` (completes with one compact ordinary Tensor) and
-``AwaitResidency`` (completes with None) share the ``AwaitResult`` contract.
-The ``TiledEvictable`` carrier itself is later work and not provided yet.
+Normative: ``shared/spec/tiled-carrier-composition.md`` and API.md section 13.
+
+Design notes (decisions this first cut makes):
+
+* TiledEvictable is a *definition-backed* carrier: its slot storage is a
+  ``StorageProvider`` registered with ``register_carrier_definition`` (no
+  routes, no elementwise fallback), so public moves into or out of it raise
+  ``NotImplementedError`` naming both classes and the legacy registry refuses
+  it. Its own ``__init__`` takes the tiers and geometry and then builds the
+  base as ``Carrier.__init__(slots, dtype=..., mutable=True)``, which is the
+  definition construction contract; ``new_like``/``allocate_like`` are hooks
+  that build a fresh TiledEvictable with fresh tiers of the same classes.
+* The tiers are claimed (ownership tokens) for the carrier's lifetime. An
+  empty tier gets its storage on first use: ``_reserve`` where the tier can
+  grow in place (FileBacked), else a fresh ``allocate_like`` carrier of the
+  same class (CPU, Generic), claimed too. Eviction marks a tile
+  secondary-resident; the primary's bytes stay allocated (a CPU buffer cannot
+  be shrunk per tile from here).
+* Every tile transfer runs ``dispatch_move(type(src), type(dst))``'s
+  ``_copy`` on per-tile sub-Tensors over the tier carriers, on a worker thread
+  holding owner access to the carriers it touches (the native CPU<->FileBacked
+  bulk copy releases the GIL). Residency state commits atomically when every
+  transfer of a request has succeeded; a failed request changes nothing.
+* Projection reads each selected tile from wherever it is (primary,
+  secondary, or implicit zero) straight into the destination, so a cold
+  projection never stages tiles in the primary.
+* Conflicts never block: a residency request overlapping tiles that pending
+  work holds, a projection/scatter/slot write overlapping a pending residency
+  request, and ``release()`` with pending work all raise ``RuntimeError``
+  telling the caller to ``wait()`` first.
+* Workers are daemon threads; at exit pending requests get at most 10 s,
+  after a fork they fail in the child with RuntimeError ("pending at fork").
+* Completion handles: Python cannot create the native ``AwaitProjection`` /
+  ``AwaitResidency`` yet (see ``_tiled_handles``); until ``_core`` exposes a
+  factory, requests return stand-ins with the same ``done``/``wait()``
+  contract.
+
+Expert routing (64 experts of 1024 x 1024 weights on disk, a router picks a
+few per step, the next step's experts prefetched while this step computes)::
+
+    te = TiledEvictable(CPU(0), FileBacked(dtype=DType.Float32), (64, 1, 1), (1, 1024, 1024))
+    weights = Tensor(te, 0, te.canonical_layout())       # the full logical (64, 1024, 1024) tensor
+    ...                                                   # fill it (slot writes, scatter)
+    te.evict(TileSet([(e, 0, 0) for e in range(64)]))     # all cold
+    prefetch = te.promote_async(TileSelection([next_experts, [0], [0]]))
+    chosen = te.project(weights, TileSelection([experts, [0], [0]])).wait()   # compact (k, 1024, 1024)
+    y = relu(mul(chosen, x))                              # ordinary CPU ops, gather node in the graph
+    prefetch.wait()
 """
-from .._core import AwaitProjection, AwaitResidency  # noqa: F401
+from __future__ import annotations
 
-__all__ = ["AwaitProjection", "AwaitResidency"]
+from math import prod
+from typing import List, Optional, Tuple
+
+from .._core import AwaitProjection, AwaitResidency, Carrier, Evictable, Layout, Tensor  # noqa: F401
+from .._core import is_grad_enabled, set_grad_enabled
+from . import _tiled_handles as _h
+from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
+from ._tiled_geometry import TileGeometry, canonical_layout
+from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
+from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _SECONDARY, _Access, _Request, _route_copy, _State,
+                          _tile_coord, _zero_of)
+from .extension import CarrierDefinition, StorageProvider, register_carrier_definition
+
+__all__ = ["TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState",
+           "AwaitProjection", "AwaitResidency"]
+
+def _check_extent_tuple(value, name) -> Tuple[int, ...]:
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"TiledEvictable {name} must be a sequence of ints, not {type(value).__name__}") from None
+    out = []
+    for x in items:
+        if isinstance(x, bool) or not hasattr(type(x), "__index__"):
+            raise TypeError(f"TiledEvictable {name} entries must be ints, not {type(x).__name__}")
+        out.append(int(x.__index__()))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- storage provider
+
+def _st_of(c) -> Optional[_State]:
+    try:
+        return object.__getattribute__(c, "_st")
+    except AttributeError:
+        return None
+
+
+def _p_supports(c, dtype) -> bool:
+    st = _st_of(c)
+    return st is not None and dtype is st.dtype
+
+
+def _p_size(c) -> int:
+    st = _st_of(c)
+    return 0 if st is None or st.released else st.total
+
+
+def _p_allocate(c, slots) -> None:
+    st = _st_of(c)
+    if st is None or slots != st.total:
+        raise TypeError("TiledEvictable is built from its tiers: TiledEvictable(primary, secondary, grid_shape, "
+                        "tile_shape)")
+
+
+def _p_release(c) -> None:
+    st = _st_of(c)
+    if st is not None:
+        c._release_tiers()
+
+
+def _p_read(c, i):
+    return c._read_slot(i)
+
+
+def _p_write(c, i, value) -> None:
+    c._write_slot(i, value)
+
+
+class TiledEvictable(Carrier):
+    """A carrier of ``prod(grid_shape) * prod(tile_shape)`` slots split into
+    tiles that are independently resident on ``primary`` or ``secondary``.
+
+    ``TiledEvictable(primary, secondary, grid_shape, tile_shape, *,
+    residency_policy=None)``: both tiers are live, unowned, publicly mutable
+    carriers of one dtype, each empty or exactly the full slot count; the
+    TiledEvictable claims both until released.
+    """
+
+    def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
+        if _st_of(self) is not None:
+            raise RuntimeError("TiledEvictable.__init__() cannot be called twice")
+        for name, tier in (("primary", primary), ("secondary", secondary)):
+            if not isinstance(tier, Carrier):
+                raise TypeError(f"TiledEvictable {name} must be a Carrier instance, not {type(tier).__name__}")
+            if isinstance(tier, (Evictable, TiledEvictable)):
+                raise TypeError(f"TiledEvictable {name} cannot be a dependent carrier ({type(tier).__name__})")
+        if primary is secondary:
+            raise ValueError("TiledEvictable primary and secondary must be distinct carriers")
+        grid = _check_extent_tuple(grid_shape, "grid_shape")
+        tile = _check_extent_tuple(tile_shape, "tile_shape")
+        if residency_policy is not None and not isinstance(residency_policy, ResidencyPolicy):
+            raise TypeError("TiledEvictable residency_policy must implement ResidencyPolicy "
+                            f"(plan(required, purpose)), not {type(residency_policy).__name__}")
+        for name, tier in (("primary", primary), ("secondary", secondary)):
+            if tier.is_released():
+                raise RuntimeError(f"TiledEvictable {name} {type(tier).__name__} carrier is released")
+            if tier.is_owned():
+                raise RuntimeError(f"TiledEvictable {name} {type(tier).__name__} carrier is owned by another "
+                                   "carrier or a pending move")
+        dtype = primary.dtype()
+        if secondary.dtype() is not dtype:
+            raise TypeError(f"TiledEvictable tiers must have one dtype: primary {primary.dtype()!r}, "
+                            f"secondary {secondary.dtype()!r}")
+        if not grid or len(grid) != len(tile):
+            raise ValueError(f"TiledEvictable grid_shape {grid} and tile_shape {tile} must have one non-zero rank")
+        if any(x <= 0 for x in grid + tile):
+            raise ValueError(f"TiledEvictable extents must be positive: grid_shape {grid}, tile_shape {tile}")
+        total = prod(grid) * prod(tile)
+        for name, tier in (("primary", primary), ("secondary", secondary)):
+            n = tier.size()
+            if n not in (0, total):
+                raise ValueError(f"TiledEvictable {name} has {n} slots; it must be empty or have exactly "
+                                 f"prod(grid_shape) * prod(tile_shape) = {total}")
+            if not tier.is_mutable():
+                raise RuntimeError(f"TiledEvictable {name} {type(tier).__name__} carrier is not mutable")
+        st = _State(dtype, grid, tile, primary, secondary, residency_policy)
+        if primary.size():
+            st.loc, st.dirty = [_PRIMARY] * st.N, [True] * st.N
+        elif secondary.size():
+            st.loc, st.dirty = [_SECONDARY] * st.N, [False] * st.N
+        else:
+            st.loc, st.dirty = [_IMPLICIT] * st.N, [False] * st.N
+        object.__setattr__(self, "_st", st)
+        st.claim(primary)
+        try:
+            st.claim(secondary)
+        except BaseException:
+            primary._relinquish_ownership(st.token(primary))
+            raise
+        try:
+            super().__init__(total, dtype=dtype, mutable=True)
+        except BaseException:
+            for c, tok in st.tokens_all():
+                c._relinquish_ownership(tok)
+            st.tokens.clear()
+            raise
+
+    # ------------------------------------------------------------ geometry
+
+    @property
+    def grid_shape(self) -> Tuple[int, ...]:
+        return self._st.grid
+
+    @property
+    def tile_shape(self) -> Tuple[int, ...]:
+        return self._st.tile
+
+    @property
+    def primary(self) -> Carrier:
+        """The primary tier carrier currently holding primary tile storage."""
+        return self._st.primary
+
+    @property
+    def secondary(self) -> Carrier:
+        return self._st.secondary
+
+    @property
+    def residency_policy(self):
+        return self._st.policy
+
+    def canonical_layout(self) -> Layout:
+        """The compatible Layout of the full logical Tensor: mode i is
+        (tile_shape[i], grid_shape[i])."""
+        return canonical_layout(self._st.grid, self._st.tile)
+
+    def _coord_arg(self, t) -> Tuple[int, ...]:
+        try:
+            items = tuple(t)
+        except TypeError:
+            raise TypeError(f"a tile coordinate must be a tuple of ints, not {type(t).__name__}") from None
+        for x in items:
+            if isinstance(x, bool) or not hasattr(type(x), "__index__"):
+                raise TypeError(f"a tile coordinate must be a tuple of ints, not {t!r}")
+        coord = tuple(int(x.__index__()) for x in items)
+        grid = self._st.grid
+        if len(coord) != len(grid) or any(not 0 <= x < e for x, e in zip(coord, grid)):
+            raise ValueError(f"tile coordinate {coord} is not in the tile grid {grid}")
+        return coord
+
+    def tile_state(self, t) -> TileState:
+        """Residency metadata of tile t (a grid coordinate)."""
+        coord = self._coord_arg(t)
+        self._check_live()
+        st = self._st
+        with st.lock:
+            k = _encode(coord, st.grid)
+            loc = st.loc[k]
+            return TileState(location=loc, valid=loc != _INVALID, dirty=st.dirty[k])
+
+    def _check_live(self) -> None:
+        if self._st.released:
+            raise RuntimeError("TiledEvictable carrier is released")
+
+    def _geometry(self, tensor: Tensor) -> TileGeometry:
+        st = self._st
+        key = (tensor.offset, repr(tensor.layout))
+        g = st.geometry_cache.get(key)
+        if g is None:
+            g = TileGeometry(tensor.layout, tensor.offset, st.grid, st.tile)
+            if len(st.geometry_cache) > 64:
+                st.geometry_cache.clear()
+            st.geometry_cache[key] = g
+        return g
+
+    def _full_tensor_arg(self, tensor, what: str) -> TileGeometry:
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{what} must be a Tensor, not {type(tensor).__name__}")
+        if tensor.carrier is not self:
+            raise TypeError(f"{what} must be backed by this TiledEvictable, not by "
+                            f"{type(tensor.carrier).__name__}")
+        self._check_live()
+        return self._geometry(tensor)
+
+    # ------------------------------------------------------------ tiers
+
+    def _ensure_tier(self, which: str) -> Carrier:
+        """The tier with full storage, giving an empty tier its slots."""
+        st = self._st
+        tier = st.primary if which == _PRIMARY else st.secondary
+        if tier.size() == st.total:
+            return tier
+        grown = False
+        try:
+            with _Access([(tier, st.token(tier))]):
+                grown = bool(tier._reserve(st.total))
+        except Exception:
+            grown = False
+        if grown and tier.size() == st.total:
+            return tier
+        # A fresh primary is zero-filled: fresh results rely on zero regions.
+        fresh = tier.allocate_like(st.total, empty=which != _PRIMARY)
+        st.claim(fresh)
+        if which == _PRIMARY:
+            st.primary = fresh
+        else:
+            st.secondary = fresh
+        return fresh
+
+    def _zeros(self) -> Carrier:
+        st = self._st
+        if st.zeros is None:
+            st.zeros = st.primary_proto.allocate_like(st.T)
+        return st.zeros
+
+    def _release_tiers(self) -> None:
+        st = self._st
+        st.released = True
+        for c, tok in st.tokens_all():
+            try:
+                c._relinquish_ownership(tok)
+            except Exception:
+                pass
+            try:
+                c.release()
+            except Exception:
+                pass
+        st.tokens.clear()
+        if st.zeros is not None:
+            st.zeros.release()
+            st.zeros = None
+        st.loc = [_INVALID] * st.N
+
+    # ------------------------------------------------------------ carrier hooks
+
+    def _release(self) -> None:
+        st = self._st
+        with st.lock:
+            if st.pending:
+                raise RuntimeError(f"cannot release TiledEvictable: {len(st.pending)} tiled request(s) are still "
+                                   "pending; wait() for them first")
+        # The StorageProvider's release() then releases both tiers.
+
+    def dlpack_info(self):
+        raise BufferError("DLPack is not supported for TiledEvictable carriers (tiles live on separate tiers); "
+                          "project() the tiles you need or move them to CPU")
+
+    def new_like(self, values, *, mutable=True, dtype=None):
+        """A fresh TiledEvictable of the same geometry and tier classes holding
+        values (all-zero tiles stay implicit zero)."""
+        st = self._st
+        vals = list(values)
+        if len(vals) != st.total:
+            raise ValueError(f"TiledEvictable.new_like() needs exactly {st.total} values, got {len(vals)}")
+        if dtype is not None and dtype is not st.dtype:
+            raise ValueError("TiledEvictable.new_like() keeps the tiers' dtype")
+        te = TiledEvictable(st.primary_proto.allocate_like(0), st.secondary_proto.allocate_like(0), st.grid,
+                            st.tile, residency_policy=st.policy)
+        T = st.T
+        nst = te._st
+        prim = None
+        for k in range(st.N):
+            chunk = vals[k * T:(k + 1) * T]
+            if all(v == 0 for v in chunk):
+                continue
+            if prim is None:
+                prim = te._ensure_tier(_PRIMARY)
+            with _Access([(prim, nst.token(prim))]):
+                for j, v in enumerate(chunk):
+                    prim[k * T + j] = v
+            nst.loc[k], nst.dirty[k] = _PRIMARY, True
+        return te
+
+    def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
+        st = self._st
+        if size != st.total:
+            raise ValueError(f"TiledEvictable.allocate_like() allocates exactly {st.total} slots, not {size}")
+        return TiledEvictable(st.primary_proto.allocate_like(0), st.secondary_proto.allocate_like(0), st.grid,
+                              st.tile, residency_policy=st.policy)
+
+    # ------------------------------------------------------------ slots
+
+    def _busy_message(self, k: int) -> str:
+        return (f"tile {_tile_coord(k, self._st.grid)} of this TiledEvictable is used by a pending tiled request; "
+                "call wait() on that request first")
+
+    def _read_slot(self, i: int):
+        st = self._st
+        k = i // st.T
+        loc = st.loc[k]
+        if loc == _PRIMARY:
+            return st.primary[i]
+        if loc == _SECONDARY:
+            return st.secondary[i]
+        if loc == _IMPLICIT:
+            return _zero_of(st.dtype)
+        raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: it holds no value")
+
+    def _write_slot(self, i: int, value) -> None:
+        st = self._st
+        k = i // st.T
+        with st.lock:
+            if k in st.writers or st.readers.get(k):
+                raise RuntimeError(self._busy_message(k))
+            loc = st.loc[k]
+            if loc == _INVALID:
+                raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: scatter a "
+                                   "value into it first")
+            prim = self._ensure_tier(_PRIMARY)
+            with _Access(st.tokens_all()):
+                if loc != _PRIMARY:
+                    self._promote_copy(k, loc)
+                    st.loc[k] = _PRIMARY
+                    st.dirty[k] = loc == _IMPLICIT
+                prim[i] = value
+            st.dirty[k] = True
+
+    def _promote_copy(self, k: int, loc: str) -> None:
+        st = self._st
+        if loc == _SECONDARY:
+            _route_copy(st.secondary, k * st.T, st.primary, k * st.T, st.T)
+        elif loc == _IMPLICIT:
+            _route_copy(self._zeros(), 0, st.primary, k * st.T, st.T)
+
+    def _evict_copy(self, k: int) -> None:
+        st = self._st
+        _route_copy(st.primary, k * st.T, st.secondary, k * st.T, st.T)
+
+    # ------------------------------------------------------------ residency
+
+    def _tileset_arg(self, tiles) -> TileSet:
+        if isinstance(tiles, TileSelection):
+            return tiles.tile_set
+        if not isinstance(tiles, TileSet):
+            raise TypeError(f"tiles must be a TileSet or a TileSelection, not {type(tiles).__name__}")
+        return tiles
+
+    def _residency(self, tiles, promote: bool):
+        ts = self._tileset_arg(tiles)
+        self._check_live()
+        st = self._st
+        if len(ts):
+            ts._bind(st.grid)
+        ords = [_encode(c, st.grid) for c in ts.coordinates]
+        handle = _h.new_handle("residency")
+        with st.lock:
+            self._check_live()
+            for k in ords:
+                if k in st.writers or st.readers.get(k):
+                    raise RuntimeError(self._busy_message(k))
+            if promote:
+                bad = [k for k in ords if st.loc[k] == _INVALID]
+                if bad:
+                    raise RuntimeError(f"tile {_tile_coord(bad[0], st.grid)} of this TiledEvictable is invalid: "
+                                       "it has no value to promote")
+                moving = [k for k in ords if st.loc[k] in (_SECONDARY, _IMPLICIT)]
+            else:
+                moving = [k for k in ords if st.loc[k] == _PRIMARY]
+            if moving:
+                self._ensure_tier(_PRIMARY if promote else _SECONDARY)
+                if promote and any(st.loc[k] == _IMPLICIT for k in moving):
+                    self._zeros()
+            before = {k: st.loc[k] for k in moving}
+            req = _Request(self, handle, writes=moving)
+            for k in moving:
+                st.writers[k] = req
+            st.pending.add(req)
+
+            def commit():
+                for k in moving:
+                    if promote:
+                        st.loc[k], st.dirty[k] = _PRIMARY, before[k] == _IMPLICIT
+                    else:
+                        st.loc[k], st.dirty[k] = _SECONDARY, False
+
+            req.commit = commit
+            for k in moving:
+                if promote:
+                    req.submit(lambda k=k: self._promote_copy(k, before[k]))
+                elif st.dirty[k]:
+                    req.submit(lambda k=k: self._evict_copy(k))
+        req.seal()
+        return handle
+
+    def promote_async(self, tiles):
+        """Start making every tile of ``tiles`` (a TileSet, or a
+        TileSelection's tile_set) valid on the primary tier."""
+        return self._residency(tiles, True)
+
+    def evict_async(self, tiles):
+        """Start moving every tile of ``tiles`` to the secondary tier
+        (dirty values are written back first)."""
+        return self._residency(tiles, False)
+
+    def promote(self, tiles) -> None:
+        self.promote_async(tiles).wait()
+
+    def evict(self, tiles) -> None:
+        self.evict_async(tiles).wait()
+
+    # ------------------------------------------------------------ policy
+
+    def _consult_policy(self, required: TileSet, purpose: str) -> Optional[ResidencyPlan]:
+        policy = self._st.policy
+        if policy is None or not len(required):
+            return None
+        plan = policy.plan(required, purpose)
+        if not isinstance(plan, ResidencyPlan):
+            raise TypeError(f"ResidencyPolicy.plan() must return a ResidencyPlan, not {type(plan).__name__}")
+        plan._bind(self._st.grid)
+        return plan
+
+    def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> List[int]:
+        """Adds the plan's promotions of idle tiles to req (lock held)."""
+        st = self._st
+        if plan is None:
+            return []
+        out = []
+        for c in plan.promote.coordinates:
+            k = _encode(c, st.grid)
+            if k in st.writers or st.readers.get(k, 0) > (1 if k in req.reads else 0):
+                continue
+            if st.loc[k] in (_SECONDARY, _IMPLICIT):
+                out.append(k)
+        if out:
+            self._ensure_tier(_PRIMARY)
+            self._zeros()
+        for k in out:
+            st.writers[k] = req
+            req.writes.append(k)
+        return out
+
+    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set) -> None:
+        """Evicts the plan's idle primary tiles now (lock held, owner access)."""
+        st = self._st
+        if plan is None:
+            return
+        for c in plan.evict.coordinates:
+            k = _encode(c, st.grid)
+            if k in keep or k in st.writers or st.readers.get(k) or st.loc[k] != _PRIMARY:
+                continue
+            if st.dirty[k]:
+                self._ensure_tier(_SECONDARY)
+                self._evict_copy(k)
+            st.loc[k], st.dirty[k] = _SECONDARY, False
+
+    # ------------------------------------------------------------ projection
+
+    def _destination_arg(self, destination, need: int):
+        st = self._st
+        if not isinstance(destination, Carrier):
+            raise TypeError(f"destination must be a Carrier instance, not {type(destination).__name__}")
+        if isinstance(destination, (TiledEvictable, Evictable)):
+            raise TypeError(f"destination cannot be a dependent carrier ({type(destination).__name__})")
+        want = type(st.primary_proto)
+        if type(destination) is not want:
+            raise TypeError(f"destination must be a {want.__name__} carrier (the primary tier's class), not "
+                            f"{type(destination).__name__}")
+        if destination.is_released():
+            raise RuntimeError(f"destination {type(destination).__name__} carrier is released")
+        if not destination.is_mutable():
+            raise RuntimeError(f"destination {type(destination).__name__} carrier is not mutable")
+        if destination.dtype() is not st.dtype:
+            raise TypeError(f"destination dtype {destination.dtype()!r} must match the TiledEvictable dtype "
+                            f"{st.dtype!r}")
+        n = destination.size()
+        if n < need and not (n == 0 and destination._reserve(need)):
+            raise ValueError(f"destination {type(destination).__name__} carrier is too small: {n} slots for "
+                             f"{need} selected slots")
+
+    def project(self, tensor, selection, destination=None):
+        """Start gathering the tiles of ``selection`` of the full ``tensor``
+        into one compact dense Tensor; returns an AwaitProjection."""
+        geom = self._full_tensor_arg(tensor, "project() tensor")
+        if not isinstance(selection, TileSelection):
+            raise TypeError(f"project() selection must be a TileSelection, not {type(selection).__name__}")
+        st = self._st
+        selection._bind(st.grid)
+        cgrid = selection.compact_grid_shape
+        coords = selection.coordinates
+        need = len(coords) * st.T
+        if destination is not None:
+            self._destination_arg(destination, need)
+        plan = self._consult_policy(selection.tile_set, "projection")
+        ords = [_encode(c, st.grid) for c in coords]
+        handle = _h.new_handle("projection")
+        with st.lock:
+            self._check_live()
+            for k in ords:
+                if k in st.writers:
+                    raise RuntimeError(self._busy_message(k) + " (a residency request)")
+            bad = [k for k in ords if st.loc[k] == _INVALID]
+            if bad:
+                raise RuntimeError(f"tile {_tile_coord(bad[0], st.grid)} of this TiledEvictable is invalid: "
+                                   "it holds no value to project")
+            fresh = destination is None
+            dest = st.primary_proto.allocate_like(need) if fresh else destination
+            claims = [(dest, dest._claim_ownership())]
+            req = _Request(self, handle, reads=ords, claims=claims)
+            for k in ords:
+                st.readers[k] = st.readers.get(k, 0) + 1
+            st.pending.add(req)
+            locs = [st.loc[k] for k in ords]
+            try:
+                promos = self._apply_plan_promotions(req, plan)
+                if not fresh and _IMPLICIT in locs:
+                    self._zeros()
+            except BaseException:
+                self._abort(req)
+                raise
+            promo_before = {k: st.loc[k] for k in promos}
+            dense = canonical_layout(cgrid, st.tile)
+            want_grad = req.grad_mode and tensor.is_differentiable()
+
+            def commit():
+                for k in promos:
+                    st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
+                self._apply_plan_evictions(plan, set())
+                result = Tensor(dest, 0, dense)
+                if want_grad:
+                    node = _ProjectOperation(self, tensor, selection, geom, result)
+                    prev = is_grad_enabled()
+                    set_grad_enabled(True)
+                    try:
+                        result = node.forward(tensor)
+                    finally:
+                        set_grad_enabled(prev)
+                return result
+
+            req.commit = commit
+            for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
+                if loc == _IMPLICIT:
+                    if not fresh:
+                        req.submit(lambda j=j: _route_copy(st.zeros, 0, dest, j * st.T, st.T))
+                    continue
+                tier = st.primary if loc == _PRIMARY else st.secondary
+                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, dest, j * st.T))
+            for k in promos:
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+        req.seal()
+        return handle
+
+    def _abort(self, req: _Request) -> None:
+        """Undoes a request's registration before any job was submitted (lock held)."""
+        st = self._st
+        for k in req.reads:
+            n = st.readers.get(k, 0) - 1
+            if n > 0:
+                st.readers[k] = n
+            else:
+                st.readers.pop(k, None)
+        for k in req.writes:
+            if st.writers.get(k) is req:
+                del st.writers[k]
+        st.pending.discard(req)
+        for c, tok in req.claims:
+            c._relinquish_ownership(tok)
+
+    # ------------------------------------------------------------ direct operations (hooks)
+
+    def _operand(self, tensor) -> Tensor:
+        """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
+        primary-class carrier holding every tile's value (a compatible Layout
+        reaches exactly the carrier's slots, so copying the physical tiles
+        preserves every logical value). The hook a native direct operation
+        (add, mul, relu, reduce_sum on a full TiledEvictable Tensor) calls to
+        obtain its dense operand; it records no autograd node."""
+        self._full_tensor_arg(tensor, "operand")
+        st = self._st
+        everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
+        plan = self._consult_policy(everything, "operation")
+        handle = _h.new_handle("projection")
+        with st.lock:
+            self._check_live()
+            for k in range(st.N):
+                if k in st.writers:
+                    raise RuntimeError(self._busy_message(k) + " (a residency request)")
+                if st.loc[k] == _INVALID:
+                    raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
+                                       "it holds no value")
+            dest = st.primary_proto.allocate_like(st.total)
+            req = _Request(self, handle, reads=list(range(st.N)))
+            for k in req.reads:
+                st.readers[k] = st.readers.get(k, 0) + 1
+            st.pending.add(req)
+            try:
+                promos = self._apply_plan_promotions(req, plan)
+            except BaseException:
+                self._abort(req)
+                raise
+            promo_before = {k: st.loc[k] for k in promos}
+
+            def commit():
+                for k in promos:
+                    st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
+                self._apply_plan_evictions(plan, set())
+                return Tensor(dest, 0, tensor.layout)
+
+            req.commit = commit
+            T = st.T
+            for k in range(st.N):
+                loc = st.loc[k]
+                if loc == _IMPLICIT:
+                    continue  # the fresh destination is zero
+                tier = st.primary if loc == _PRIMARY else st.secondary
+                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T))
+            for k in promos:
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+        req.seal()
+        return handle.wait()
+
+    def _gradient(self, tensor, dense_grad) -> Tensor:
+        """The gradient of a full TiledEvictable Tensor from a dense
+        cotangent with the same Layout (what ``_operand`` produced): a fresh
+        TiledEvictable of this geometry and tier classes whose primary holds
+        the cotangent's slots (every tile primary-resident and dirty)."""
+        if not isinstance(dense_grad, Tensor) or dense_grad.layout != tensor.layout:
+            raise ValueError("the dense gradient must have the operand's Layout")
+        st = self._st
+        out = self._fresh_result(implicit=True)
+        ost = out._st
+        src = dense_grad.carrier
+        with ost.lock:
+            prim = out._ensure_tier(_PRIMARY)
+            with _Access(ost.tokens_all()):
+                _route_copy(src, dense_grad.offset, prim, 0, st.total)
+                for k in range(st.N):
+                    ost.loc[k], ost.dirty[k] = _PRIMARY, True
+        return Tensor(out, 0, tensor.layout)
+
+    # ------------------------------------------------------------ scatter
+
+    def scatter(self, compact, template, selection, reduction="replace"):
+        """Start writing ``compact`` at the tiles of ``selection`` of a fresh
+        TiledEvictable shaped like ``template``; returns a completion handle
+        whose wait() gives the full result Tensor."""
+        st = self._st
+        if not isinstance(compact, Tensor):
+            raise TypeError(f"scatter() compact must be a Tensor, not {type(compact).__name__}")
+        if not isinstance(template, Tensor):
+            raise TypeError(f"scatter() template must be a Tensor, not {type(template).__name__}")
+        want = type(st.primary_proto)
+        if type(compact.carrier) is not want:
+            raise TypeError(f"scatter() compact must be backed by a {want.__name__} carrier (the primary tier's "
+                            f"class), not {type(compact.carrier).__name__}")
+        if template.carrier is not self:
+            raise TypeError("scatter() template must be backed by this TiledEvictable, not by "
+                            f"{type(template.carrier).__name__}")
+        if not isinstance(selection, TileSelection):
+            raise TypeError(f"scatter() selection must be a TileSelection, not {type(selection).__name__}")
+        if reduction not in ("replace", "add"):
+            raise ValueError(f"scatter() reduction must be 'replace' or 'add', not {reduction!r}")
+        self._check_live()
+        if compact.carrier.is_released():
+            raise RuntimeError(f"scatter() compact {type(compact.carrier).__name__} carrier is released")
+        if compact.dtype() is not st.dtype:
+            raise TypeError(f"scatter() compact dtype {compact.dtype()!r} must match the TiledEvictable dtype "
+                            f"{st.dtype!r}")
+        selection._bind(st.grid)
+        geom = self._geometry(template)
+        cgrid = selection.compact_grid_shape
+        expected = canonical_layout(cgrid, st.tile).shape
+        if compact.layout.shape != expected:
+            raise ValueError(f"scatter() compact shape {compact.layout.shape!r} must be the selected region's shape "
+                             f"{expected!r}")
+        coords = selection.coordinates
+        ords = [_encode(c, st.grid) for c in coords]
+        plan = self._consult_policy(selection.tile_set, "scatter")
+        handle = _h.new_handle("move")
+        with st.lock:
+            self._check_live()
+            for k in ords:
+                if k in st.writers:
+                    raise RuntimeError(self._busy_message(k) + " (a residency request)")
+            if reduction == "add":
+                bad = [k for k in ords if st.loc[k] == _INVALID]
+                if bad:
+                    raise RuntimeError(f"tile {_tile_coord(bad[0], st.grid)} of the template is invalid: it "
+                                       "holds no value to add to")
+            out = self._fresh_result(implicit=False)
+            ost = out._st
+            oprim = out._ensure_tier(_PRIMARY)
+            claims = []
+            tok = compact.carrier._claim_ownership() if not compact.carrier.is_owned() else 0
+            if tok:
+                claims.append((compact.carrier, tok))
+            req = _Request(self, handle, reads=ords if reduction == "add" else [], claims=claims)
+            for k in req.reads:
+                st.readers[k] = st.readers.get(k, 0) + 1
+            st.pending.add(req)
+            locs = [st.loc[k] for k in ords]
+            want_grad = req.grad_mode and (compact.is_differentiable() or template.is_differentiable())
+            out_tokens = ost.tokens_all()
+
+            def commit():
+                for k in ords:
+                    ost.loc[k], ost.dirty[k] = _PRIMARY, True
+                result = Tensor(out, 0, template.layout)
+                # One visible value-version step for the whole scatter.
+                i0 = ords[0] * st.T
+                out[i0] = out[i0]
+                self._apply_plan_evictions(plan, set())
+                if want_grad:
+                    node = _ScatterOperation(self, selection, geom, reduction, result)
+                    prev = is_grad_enabled()
+                    set_grad_enabled(True)
+                    try:
+                        result = node.forward(compact, template)
+                    finally:
+                        set_grad_enabled(prev)
+                return result
+
+            req.commit = commit
+            for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
+                tier = None if loc == _IMPLICIT else (st.primary if loc == _PRIMARY else st.secondary)
+
+                def job(c=c, j=j, k=k, tier=tier):
+                    with _Access(out_tokens):
+                        _scatter_tile(geom, c, compact, j, oprim, k * st.T,
+                                      tier if reduction == "add" else None, reduction == "add")
+                req.submit(job)
+        req.seal()
+        return handle
+
+    def _fresh_result(self, implicit: bool) -> "TiledEvictable":
+        """A fresh TiledEvictable of this geometry and tier classes whose tiles
+        are all implicit zero (implicit) or all invalid."""
+        st = self._st
+        te = TiledEvictable(st.primary_proto.allocate_like(0), st.secondary_proto.allocate_like(0), st.grid,
+                            st.tile, residency_policy=st.policy)
+        if not implicit:
+            te._st.loc = [_INVALID] * st.N
+        return te
+
+    def __repr__(self) -> str:
+        st = self._st
+        if st.released:
+            return "<TiledEvictable released>"
+        counts: dict = {}
+        for loc in st.loc:
+            counts[loc] = counts.get(loc, 0) + 1
+        where = ", ".join(f"{n} {loc}" for loc, n in sorted(counts.items()))
+        return (f"<TiledEvictable grid={st.grid} tile={st.tile} dtype={st.dtype!r} "
+                f"primary={type(st.primary).__name__} secondary={type(st.secondary).__name__} tiles: {where}>")
+
+
+register_carrier_definition(
+    TiledEvictable,
+    CarrierDefinition(StorageProvider(_p_supports, _p_size, _p_allocate, _p_release, _p_read, _p_write,
+                                      elementwise_fallback=False)))

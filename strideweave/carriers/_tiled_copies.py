@@ -1,0 +1,173 @@
+"""TiledEvictable tile copies between tiers and compact Tensors, and the
+visible autograd nodes of projection (gather) and scatter."""
+from __future__ import annotations
+
+from math import prod
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from .._core import Carrier, Layout, Operation, Shape, Stride, Tensor
+from ._tiled_geometry import TileGeometry, canonical_layout
+from ._tiled_values import _encode
+if TYPE_CHECKING:
+    from .tiled_evictable import TiledEvictable
+from ._tiled_work import _PRIMARY, _Access, _logical_copy, _route_copy, _tile_coord
+
+
+def _compact_tile_view(t_geom: TileGeometry, coord, compact: Tensor, j_coord) -> Tuple[int, Optional[Layout]]:
+    """(slot offset, within-tile Layout) of compact tile j_coord of a compact
+    Tensor shaped like canonical_layout(compact grid, tile), refined to the
+    leaves of full tile ``coord``'s pattern (None when that is no layout)."""
+    lay = compact.layout
+    off = compact.offset
+    shape, stride = [], []
+    for i, (x, cj) in enumerate(zip(coord, j_coord)):
+        (ti, a), (_, b) = lay[i].leaves()
+        off += cj * b
+        leaves = t_geom.pattern[i][x][1]
+        if leaves is None:
+            return off, None
+        acc, s = a, []
+        for e, _ in leaves:
+            s.append(acc if e > 1 else 0)
+            acc *= e
+        shape.append([e for e, _ in leaves])
+        stride.append(s)
+    return off, Layout(Shape(shape), Stride(stride))
+
+
+def _compact_slot_strides(compact: Tensor) -> List[int]:
+    return [compact.layout[i].leaves()[0][1] for i in range(len(compact.layout))]
+
+
+def _compact_coord(j: int, cgrid) -> Tuple[int, ...]:
+    return _tile_coord(j, cgrid)
+
+
+def _gather_tile(geom: TileGeometry, coord, tier: Carrier, dest: Carrier, dest_off: int) -> None:
+    """Copies full tile ``coord`` (its value on ``tier``) into the dense
+    compact tile at dest_off, logical order."""
+    T = geom.tile_size
+    base = _encode(coord, geom.grid_shape) * T
+    if geom.tile_is_canonical(coord):
+        _route_copy(tier, base, dest, dest_off, T)
+        return
+    subs = geom.sublayouts(coord)
+    if subs is not None:
+        _logical_copy(tier, base, subs[0], dest, dest_off, subs[1])
+        return
+    for a, b in geom.slot_pairs(coord):
+        dest[dest_off + b] = tier[base + a]
+
+
+def _scatter_tile(geom: TileGeometry, coord, compact: Tensor, j: int, oprim: Carrier, obase: int,
+                  tier: Optional[Carrier], add: bool) -> None:
+    """Writes compact tile j into full tile ``coord`` of a primary carrier
+    (at obase) under the template's within-tile association; with add, the
+    template's value (on ``tier``, or implicit zero) is added."""
+    T = geom.tile_size
+    cgrid = tuple(compact.layout[i].leaves()[1][0] for i in range(len(compact.layout)))
+    jc = _compact_coord(j, cgrid)
+    if add and tier is not None:
+        _route_copy(tier, obase, oprim, obase, T)
+    # (without a tier the region of the fresh zero-filled primary is zero)
+    off, clay = _compact_tile_view(geom, coord, compact, jc)
+    subs = geom.sublayouts(coord)
+    if clay is not None and subs is not None:
+        if add:
+            from .._core import add as _add  # the central elementwise addition
+            summed = _add(Tensor(oprim, obase, subs[0]), Tensor(compact.carrier, off, clay))
+            _logical_copy(summed.carrier, summed.offset, summed.layout, oprim, obase, subs[0])
+        else:
+            _logical_copy(compact.carrier, off, clay, oprim, obase, subs[0])
+        return
+    strides = _compact_slot_strides(compact)
+    inner = [prod(geom.tile_shape[:i]) for i in range(len(geom.tile_shape))]
+    for a, b in geom.slot_pairs(coord):
+        # b is the dense within-tile ordinal: decode to per-mode coordinates.
+        coff = off
+        for i in range(len(inner) - 1, -1, -1):
+            y, b = divmod(b, inner[i])
+            coff += y * strides[i]
+        v = compact.carrier[coff]
+        oprim[obase + a] = oprim[obase + a] + v if add else v
+
+
+def _write_gradient_tiles(grad_te: TiledEvictable, geom: TileGeometry, coords, g: Tensor) -> None:
+    """Scatter-adds compact cotangent g (selection order ``coords``) into the
+    implicit-zero gradient TiledEvictable (each tile occurs once)."""
+    gst = grad_te._st
+    with gst.lock:
+        prim = grad_te._ensure_tier(_PRIMARY)
+        with _Access(gst.tokens_all()):
+            for j, c in enumerate(coords):
+                k = _encode(c, gst.grid)
+                _scatter_tile(geom, c, g, j, prim, k * gst.T, None, True)
+                gst.loc[k], gst.dirty[k] = _PRIMARY, True
+
+
+# ---------------------------------------------------------------- autograd nodes
+
+class _ProjectOperation(Operation):
+    """Visible gather node of a projection: backward scatter-adds the compact
+    cotangent into a fresh implicit-zero TiledEvictable gradient."""
+
+    def __init__(self, te, source, selection, geom, result):
+        super().__init__()
+        self._te = te
+        self._selection = selection
+        self._geom = geom
+        self._result = result
+        self._layout = source.layout
+
+    def _forward(self, source):
+        r, self._result = self._result, None
+        return r
+
+    def backward(self, gradient):
+        grad_te = self._te._fresh_result(implicit=True)
+        _write_gradient_tiles(grad_te, self._geom, self._selection.coordinates, gradient)
+        return (Tensor(grad_te, 0, self._layout),)
+
+
+class _ScatterOperation(Operation):
+    """Visible scatter node: compact gets the cotangent projected at the
+    selection; with add the template gets it at the selected tiles, with
+    replace nothing (no template value survives in the result)."""
+
+    def __init__(self, te, selection, geom, reduction, result):
+        super().__init__()
+        self._te = te
+        self._selection = selection
+        self._geom = geom
+        self._reduction = reduction
+        self._result = result
+
+    def _forward(self, compact, template):
+        self._template_layout = template.layout
+        r, self._result = self._result, None
+        return r
+
+    def backward(self, gradient):
+        te_st = self._te._st
+        coords = self._selection.coordinates
+        cgrid = self._selection.compact_grid_shape
+        dense = canonical_layout(cgrid, te_st.tile)
+        need = len(coords) * te_st.T
+        out = te_st.primary_proto.allocate_like(need)
+        # The cotangent has the result's layout: read its tiles like a full tensor.
+        gc = gradient.carrier
+        for j, c in enumerate(coords):
+            base = gradient.offset + _encode(c, te_st.grid) * te_st.T
+            subs = self._geom.sublayouts(c)
+            if subs is not None:
+                _logical_copy(gc, base, subs[0], out, j * te_st.T, subs[1])
+            else:
+                for a, b in self._geom.slot_pairs(c):
+                    out[j * te_st.T + b] = gc[base + a]
+        g_compact = Tensor(out, 0, dense)
+        g_template = None
+        if self._reduction == "add":
+            grad_te = self._te._fresh_result(implicit=True)
+            _write_gradient_tiles(grad_te, self._geom, coords, g_compact)
+            g_template = Tensor(grad_te, 0, self._template_layout)
+        return (g_compact, g_template)

@@ -1,0 +1,282 @@
+"""Immutable value types of the tiled carrier (spec: tiled-carrier-composition).
+
+``TileSelection`` (an ordered Cartesian product of tile coordinates),
+``TileSet`` (an arbitrary finite set of full-rank tile coordinates),
+``ResidencyPlan`` (one policy decision), ``TileState`` (one tile's residency
+metadata) and the ``ResidencyPolicy`` protocol. Pure Python: they hold tuples
+of ints and have no native counterpart.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass
+from typing import Iterable, Optional, Protocol, Tuple, runtime_checkable
+
+__all__ = ["TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState"]
+
+Coord = Tuple[int, ...]
+
+
+def _as_int(value: object, what: str) -> int:
+    # bool is an int subclass but never a coordinate (as Layout keys refuse it).
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
+    return operator.index(value)  # type: ignore[arg-type]
+
+
+def _as_tuple(value: object, what: str) -> tuple:
+    # "Finite iterable": anything iter() accepts, materialised once. A str is
+    # refused outright (its items would be reported as non-integers anyway).
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{what} must be a finite iterable of integers, not {type(value).__name__}")
+    try:
+        it = iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{what} must be a finite iterable, not {type(value).__name__}") from None
+    return tuple(it)
+
+
+def _encode(coord: Coord, extents: Coord) -> int:
+    """First-mode-fastest ordinal of coord over extents (Shape.encode order)."""
+    ordinal, scale = 0, 1
+    for c, e in zip(coord, extents):
+        ordinal += c * scale
+        scale *= e
+    return ordinal
+
+
+def _check_bound(coords: Iterable[Coord], grid_shape: Coord, what: str) -> None:
+    rank = len(grid_shape)
+    for c in coords:
+        if len(c) != rank:
+            raise ValueError(f"{what} has rank {len(c)} but the tile grid {grid_shape} has rank {rank}")
+        for axis, (x, e) in enumerate(zip(c, grid_shape)):
+            if x >= e:
+                raise ValueError(
+                    f"{what} coordinate {c} is out of range on axis {axis} of the tile grid {grid_shape}")
+
+
+class _Immutable:
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class TileSet(_Immutable):
+    """An immutable finite set of full-rank tile coordinates.
+
+    ``coordinates`` is sorted first-axis-fastest (by each coordinate's
+    reversed tuple). The empty set is rank-agnostic. The set need not be a
+    Cartesian product.
+    """
+
+    __slots__ = ("_coords", "_rank")
+    _coords: Tuple[Coord, ...]
+    _rank: Optional[int]
+
+    def __init__(self, coordinates: Iterable[Iterable[int]] = ()) -> None:
+        entries = _as_tuple(coordinates, "TileSet coordinates")
+        coords = []
+        for k, entry in enumerate(entries):
+            comps = _as_tuple(entry, f"TileSet coordinate {k}")
+            coords.append(tuple(_as_int(x, f"TileSet coordinate {k} component") for x in comps))
+        ranks = {len(c) for c in coords}
+        if len(ranks) > 1:
+            raise ValueError(f"TileSet coordinates have mixed ranks {sorted(ranks)}")
+        for c in coords:
+            if any(x < 0 for x in c):
+                raise ValueError(f"TileSet coordinate {c} has a negative component")
+        if len(set(coords)) != len(coords):
+            dup = next(c for c in coords if coords.count(c) > 1)
+            raise ValueError(f"TileSet contains the duplicate coordinate {dup}")
+        object.__setattr__(self, "_coords", tuple(sorted(coords, key=lambda c: c[::-1])))
+        object.__setattr__(self, "_rank", ranks.pop() if ranks else None)
+
+    @property
+    def coordinates(self) -> Tuple[Coord, ...]:
+        return self._coords
+
+    @property
+    def rank(self) -> Optional[int]:
+        """The coordinates' rank, or None for the empty (rank-agnostic) set."""
+        return self._rank
+
+    def __len__(self) -> int:
+        return len(self._coords)
+
+    def __iter__(self):
+        return iter(self._coords)
+
+    def __contains__(self, coord: object) -> bool:
+        return coord in self._coords
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TileSet) and other._coords == self._coords
+
+    def __hash__(self) -> int:
+        return hash(("TileSet", self._coords))
+
+    def __repr__(self) -> str:
+        return f"TileSet({list(self._coords)!r})"
+
+    def _bind(self, grid_shape: Coord) -> None:
+        """ValueError unless every coordinate lies in grid_shape."""
+        _check_bound(self._coords, grid_shape, "TileSet")
+
+
+class TileSelection(_Immutable):
+    """The ordered Cartesian product of per-axis tile coordinates gathered
+    into one compact Tensor.
+
+    ``per_axis`` keeps the caller's order; ``coordinates`` enumerates the
+    product first-mode-fastest (axis 0 varies fastest), the order of
+    ``Shape.encode`` over ``compact_grid_shape``.
+    """
+
+    __slots__ = ("_per_axis", "_coords")
+    _per_axis: Tuple[Coord, ...]
+    _coords: Tuple[Coord, ...]
+
+    def __init__(self, per_axis: Iterable[Iterable[int]]) -> None:
+        axes = _as_tuple(per_axis, "TileSelection per_axis")
+        if not axes:
+            raise ValueError("TileSelection needs at least one axis")
+        out = []
+        for k, axis in enumerate(axes):
+            items = _as_tuple(axis, f"TileSelection axis {k}")
+            coords = tuple(_as_int(x, f"TileSelection axis {k} coordinate") for x in items)
+            if not coords:
+                raise ValueError(f"TileSelection axis {k} is empty")
+            if any(x < 0 for x in coords):
+                raise ValueError(f"TileSelection axis {k} has a negative coordinate: {coords}")
+            if len(set(coords)) != len(coords):
+                raise ValueError(f"TileSelection axis {k} contains a duplicate coordinate: {coords}")
+            out.append(coords)
+        per = tuple(out)
+        object.__setattr__(self, "_per_axis", per)
+        # itertools.product varies its last factor fastest: reverse in and out.
+        object.__setattr__(self, "_coords",
+                           tuple(c[::-1] for c in itertools.product(*per[::-1])))
+
+    @property
+    def per_axis(self) -> Tuple[Coord, ...]:
+        return self._per_axis
+
+    @property
+    def rank(self) -> int:
+        return len(self._per_axis)
+
+    @property
+    def compact_grid_shape(self) -> Coord:
+        return tuple(len(a) for a in self._per_axis)
+
+    @property
+    def coordinates(self) -> Tuple[Coord, ...]:
+        return self._coords
+
+    @property
+    def tile_set(self) -> TileSet:
+        return TileSet(self._coords)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TileSelection) and other._per_axis == self._per_axis
+
+    def __hash__(self) -> int:
+        return hash(("TileSelection", self._per_axis))
+
+    def __repr__(self) -> str:
+        return f"TileSelection({[list(a) for a in self._per_axis]!r})"
+
+    def _bind(self, grid_shape: Coord) -> None:
+        """ValueError for a rank mismatch or an out-of-range coordinate."""
+        if self.rank != len(grid_shape):
+            raise ValueError(
+                f"TileSelection has rank {self.rank} but the tile grid {grid_shape} has rank {len(grid_shape)}")
+        for axis, (coords, extent) in enumerate(zip(self._per_axis, grid_shape)):
+            bad = [x for x in coords if x >= extent]
+            if bad:
+                raise ValueError(
+                    f"TileSelection axis {axis} coordinate {bad[0]} is out of range for the tile grid {grid_shape}")
+
+
+class ResidencyPlan(_Immutable):
+    """One immutable residency decision: tiles to promote, retain and evict.
+
+    Omitted fields are empty TileSets; a tile may occur in one field only.
+    """
+
+    __slots__ = ("_promote", "_retain", "_evict")
+    _promote: "TileSet"
+    _retain: "TileSet"
+    _evict: "TileSet"
+
+    def __init__(self, promote: Optional[TileSet] = None, retain: Optional[TileSet] = None,
+                 evict: Optional[TileSet] = None) -> None:
+        fields = {}
+        for name, value in (("promote", promote), ("retain", retain), ("evict", evict)):
+            if value is None:
+                value = TileSet()
+            elif not isinstance(value, TileSet):
+                raise TypeError(f"ResidencyPlan {name} must be a TileSet or None, not {type(value).__name__}")
+            fields[name] = value
+        names = list(fields)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                both = set(fields[a].coordinates) & set(fields[b].coordinates)
+                if both:
+                    raise ValueError(f"ResidencyPlan tile {min(both)} occurs in both {a} and {b}")
+        for name, value in fields.items():
+            object.__setattr__(self, "_" + name, value)
+
+    @property
+    def promote(self) -> TileSet:
+        return self._promote
+
+    @property
+    def retain(self) -> TileSet:
+        return self._retain
+
+    @property
+    def evict(self) -> TileSet:
+        return self._evict
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ResidencyPlan) and (self._promote, self._retain, self._evict)
+                == (other._promote, other._retain, other._evict))
+
+    def __hash__(self) -> int:
+        return hash(("ResidencyPlan", self._promote, self._retain, self._evict))
+
+    def __repr__(self) -> str:
+        return f"ResidencyPlan(promote={self._promote!r}, retain={self._retain!r}, evict={self._evict!r})"
+
+    def _bind(self, grid_shape: Coord) -> None:
+        for ts in (self._promote, self._retain, self._evict):
+            _check_bound(ts.coordinates, grid_shape, "ResidencyPlan tile")
+
+
+@runtime_checkable
+class ResidencyPolicy(Protocol):
+    """Structural protocol of a residency scheduler: one method,
+    ``plan(required, purpose) -> ResidencyPlan``, purpose being one of
+    ``"operation"``, ``"projection"``, ``"scatter"``, ``"backward"``. A policy
+    only optimizes: required values are made available regardless."""
+
+    def plan(self, required: TileSet, purpose: str) -> ResidencyPlan: ...
+
+
+@dataclass(frozen=True)
+class TileState:
+    """One tile's residency metadata. ``location`` is ``"primary"``,
+    ``"secondary"``, ``"implicit"`` (a declared zero, no storage) or
+    ``"invalid"`` (no readable value); ``dirty`` marks a primary value the
+    secondary does not hold yet."""
+
+    location: str
+    valid: bool
+    dirty: bool

@@ -1,0 +1,278 @@
+"""TiledEvictable request machinery: the daemon worker pool, owner-access
+scopes, one request's jobs and atomic terminal commit, the per-carrier
+bookkeeping, and the exit and fork hooks."""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from math import prod
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+
+from .._core import Carrier, DType, ElementwiseMoveOperation, Layout, Shape, Stride, Tensor, dispatch_move
+from .._core import is_grad_enabled, set_grad_enabled
+from . import _tiled_handles as _h
+
+if TYPE_CHECKING:
+    from .tiled_evictable import TiledEvictable
+
+_PRIMARY, _SECONDARY, _IMPLICIT, _INVALID = "primary", "secondary", "implicit", "invalid"
+
+_pool_lock = threading.Lock()
+_pool: Optional["_Pool"] = None
+_EXIT_WAIT_S = 10.0
+
+
+class _Pool:
+    """A few daemon worker threads fed by one queue. Daemon threads (unlike
+    ThreadPoolExecutor's) let the interpreter exit without joining a transfer
+    that never ends; the exit hook below bounds the wait instead."""
+
+    def __init__(self, workers: int = 4) -> None:
+        import queue
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        for n in range(workers):
+            threading.Thread(target=self._loop, name=f"strideweave-tiled-{n}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            fn, arg = self.q.get()
+            fn(arg)
+
+    def submit(self, fn, arg) -> None:
+        self.q.put((fn, arg))
+
+
+def _at_exit() -> None:
+    """Waits (bounded) for tiled requests still pending at exit; a request
+    still unfinished is abandoned with a warning on stderr."""
+    import sys
+    import time
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for st in list(_live_states):
+        for req in list(st.pending):
+            left = deadline - time.monotonic()
+            try:
+                req.handle.wait(timeout=max(left, 0.0))
+            except TimeoutError:
+                print("strideweave: abandoning a tiled request still pending at exit", file=sys.stderr)
+                return
+            except BaseException:
+                pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_at_exit)
+
+
+_live_states: "weakref.WeakSet[_State]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """The workers did not survive the fork: every request pending at fork
+    fails with RuntimeError ("pending at fork") and gives its tiles and
+    claims back, and the child starts a fresh pool on first use."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    for st in list(_live_states):
+        st.lock = threading.RLock()
+        for req in list(st.pending):
+            req.lock = threading.Lock()
+            for c, tok in req.claims:
+                try:
+                    c._relinquish_ownership(tok)
+                except Exception:
+                    pass
+            if hasattr(req.handle, "_lock"):
+                req.handle._lock = threading.Lock()
+            _h.fail(req.handle, RuntimeError("the tiled request was pending at fork; its work did not continue in "
+                                             "the child process"))
+        st.pending.clear()
+        st.readers.clear()
+        st.writers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _executor() -> "_Pool":
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool()
+        return _pool
+
+
+def _zero_of(dtype) -> Any:
+    if dtype is DType.Bool:
+        return False
+    if dtype is DType.Int32 or (dtype.is_subtype_of(DType.Integer)):
+        return 0
+    return 0.0
+
+
+def _flat(n: int) -> Layout:
+    return Layout(Shape([n]), Stride([1]))
+
+
+def _route_copy(src: Carrier, src_off: int, dst: Carrier, dst_off: int, count: int) -> None:
+    """Physical span copy through the exact-pair move route of (src, dst)."""
+    op = dispatch_move(type(src), type(dst))()
+    lay = _flat(count)
+    op._copy(Tensor(src, src_off, lay), dst, Tensor(dst, dst_off, lay), count)
+
+
+def _logical_copy(src: Carrier, src_off: int, src_lay: Layout, dst: Carrier, dst_off: int, dst_lay: Layout) -> None:
+    """Copy of every logical element (same shapes, any layouts)."""
+    ElementwiseMoveOperation()._copy(Tensor(src, src_off, src_lay), dst, Tensor(dst, dst_off, dst_lay),
+                                     src_lay.cosize)
+
+
+class _Access:
+    """Owner access on this thread to the given (carrier, token) pairs."""
+
+    def __init__(self, pairs):
+        self.pairs = [p for p in pairs if p[1]]
+
+    def __enter__(self):
+        done = []
+        try:
+            for c, tok in self.pairs:
+                c._begin_owner_access(tok)
+                done.append((c, tok))
+        except BaseException:
+            for c, tok in reversed(done):
+                c._end_owner_access(tok)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for c, tok in reversed(self.pairs):
+            c._end_owner_access(tok)
+        return False
+
+
+class _Request:
+    """One tiled request: worker jobs, the tiles it holds, its terminal commit."""
+
+    def __init__(self, te: "TiledEvictable", handle, *, reads=(), writes=(), claims=()):
+        self.te = te
+        self.handle = handle
+        self.reads = list(reads)
+        self.writes = list(writes)
+        self.claims = list(claims)  # (carrier, token) the request claimed and gives back
+        self.lock = threading.Lock()
+        self.pending = 1  # the seal
+        self.error: Optional[BaseException] = None
+        self.commit: Callable[[], Any] = lambda: None
+        self.grad_mode = is_grad_enabled()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self.lock:
+            self.pending += 1
+        _executor().submit(self._run, fn)
+
+    def _run(self, fn):
+        prev = is_grad_enabled()
+        set_grad_enabled(False)
+        try:
+            with _Access(self.te._st.tokens_all() + self.claims):
+                fn()
+        except BaseException as e:  # recorded on the handle
+            with self.lock:
+                if self.error is None:
+                    self.error = e
+        finally:
+            set_grad_enabled(prev)
+            self._done_one()
+
+    def seal(self) -> None:
+        """All jobs are submitted; finish now if they already ran."""
+        self._done_one()
+
+    def _done_one(self):
+        with self.lock:
+            self.pending -= 1
+            last = self.pending == 0
+        if last:
+            self._finish()
+
+    def _finish(self):
+        st = self.te._st
+        result = None
+        error = self.error
+        with st.lock:
+            try:
+                if error is None:
+                    with _Access(st.tokens_all() + self.claims):
+                        result = self.commit()
+            except BaseException as e:
+                error = e
+            finally:
+                for k in self.reads:
+                    n = st.readers.get(k, 0) - 1
+                    if n > 0:
+                        st.readers[k] = n
+                    else:
+                        st.readers.pop(k, None)
+                for k in self.writes:
+                    if st.writers.get(k) is self:
+                        del st.writers[k]
+                st.pending.discard(self)
+                for c, tok in self.claims:
+                    try:
+                        c._relinquish_ownership(tok)
+                    except Exception:
+                        pass
+        if error is None:
+            _h.complete(self.handle, result)
+        else:
+            _h.fail(self.handle, error)
+
+
+class _State:
+    """Mutable bookkeeping of one TiledEvictable (guarded by ``lock``)."""
+
+    def __init__(self, dtype, grid, tile, primary, secondary, policy):
+        self.lock = threading.RLock()
+        self.dtype = dtype
+        self.grid = grid
+        self.tile = tile
+        self.T = prod(tile)
+        self.N = prod(grid)
+        self.total = self.T * self.N
+        self.primary = primary
+        self.secondary = secondary
+        self.primary_proto = primary
+        self.secondary_proto = secondary
+        self.policy = policy
+        self.tokens = {}  # id(carrier) -> (carrier, token): every claimed tier carrier
+        self.loc: List[str] = []
+        self.dirty: List[bool] = []
+        self.readers = {}  # tile ordinal -> count of pending reading requests
+        self.writers = {}  # tile ordinal -> the pending request changing its residency
+        self.pending = set()
+        self.released = False
+        self.zeros: Optional[Carrier] = None
+        self.geometry_cache = {}
+        _live_states.add(self)
+
+    def tokens_all(self):
+        return list(self.tokens.values())
+
+    def token(self, c) -> int:
+        return self.tokens[id(c)][1]
+
+    def claim(self, c) -> None:
+        self.tokens[id(c)] = (c, c._claim_ownership())
+
+
+def _tile_coord(k: int, grid: Tuple[int, ...]) -> Tuple[int, ...]:
+    out = []
+    for e in grid:
+        out.append(k % e)
+        k //= e
+    return tuple(out)

@@ -1,0 +1,201 @@
+"""TileSelection, TileSet, ResidencyPlan, ResidencyPolicy, TileState: the
+immutable value types of the tiled spec, their ordering and error rules."""
+import dataclasses
+
+import pytest
+
+import strideweave as sw
+import strideweave.carriers.tiled_evictable as te_mod
+from strideweave.carriers.tiled_evictable import (ResidencyPlan, ResidencyPolicy, TileSelection, TileSet,
+                                                   TileState)
+
+NAMES = ["TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState",
+         "AwaitProjection", "AwaitResidency"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_names_are_the_same_object_on_both_paths(name):
+    assert getattr(sw, name) is getattr(te_mod, name)
+
+
+# ------------------------------------------------------------------ TileSelection
+
+def test_selection_keeps_router_order():
+    s = TileSelection([[2, 7, 19]])
+    assert s.per_axis == ((2, 7, 19),)
+    assert s.coordinates == ((2,), (7,), (19,))
+    assert s.rank == 1
+    assert s.compact_grid_shape == (3,)
+
+
+def test_selection_enumerates_first_mode_fastest():
+    s = TileSelection([[7, 2], [4, 9]])
+    assert s.coordinates == ((7, 4), (2, 4), (7, 9), (2, 9))
+    assert s.compact_grid_shape == (2, 2)
+    # compact coordinate c -> per_axis[i][c[i]], c enumerated first-mode-fastest
+    for j, coord in enumerate(s.coordinates):
+        c = (j % 2, j // 2)
+        assert coord == tuple(s.per_axis[i][c[i]] for i in range(2))
+
+
+def test_selection_includes_every_recombined_corner():
+    s = TileSelection([[0, 1], [0, 1]])
+    assert (1, 1) in s.coordinates
+    assert len(s.coordinates) == 4
+
+
+def test_selection_accepts_iterables_and_index_objects():
+    np = pytest.importorskip("numpy")
+    s = TileSelection(iter([range(3), (np.int64(5),)]))
+    assert s.per_axis == ((0, 1, 2), (5,))
+    assert all(type(x) is int for x in s.per_axis[1])
+
+
+def test_selection_is_immutable_and_decoupled_from_inputs():
+    axis = [3, 1]
+    s = TileSelection([axis])
+    axis.append(9)
+    assert s.per_axis == ((3, 1),)
+    with pytest.raises(AttributeError, match="immutable"):
+        s.per_axis = ((0,),)
+    with pytest.raises(AttributeError, match="immutable"):
+        s.extra = 1
+
+
+def test_selection_tile_set_holds_its_coordinates():
+    s = TileSelection([[7, 2], [4, 9]])
+    ts = s.tile_set
+    assert isinstance(ts, TileSet)
+    assert set(ts.coordinates) == set(s.coordinates)
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    (5, "finite iterable"),
+    ([5], "finite iterable"),
+    ([[1.0]], "integer"),
+    ([[True]], "integer"),
+    (["ab"], "iterable"),
+])
+def test_selection_type_errors(bad, fragment):
+    with pytest.raises(TypeError, match=fragment):
+        TileSelection(bad)
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ([], "at least one axis"),
+    ([[1], []], "empty"),
+    ([[1, 1]], "duplicate"),
+    ([[-1]], "negative"),
+])
+def test_selection_value_errors(bad, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        TileSelection(bad)
+
+
+def test_selection_binding_rejects_rank_and_range():
+    te = sw.TiledEvictable(sw.CPU(0), sw.CPU(0), (2, 3), (1, 1))
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    with pytest.raises(ValueError, match="rank"):
+        te.project(t, TileSelection([[0]]))
+    with pytest.raises(ValueError, match="out of range"):
+        te.project(t, TileSelection([[0], [3]]))
+
+
+def test_selection_has_no_index_map_surface():
+    for name in ("Product", "Permutation", "from_coordinates", "sparse"):
+        assert not hasattr(TileSelection, name)
+
+
+# ------------------------------------------------------------------ TileSet
+
+def test_tile_set_sorts_first_axis_fastest():
+    ts = TileSet([(1, 1), (0, 1), (1, 0), (0, 0)])
+    assert ts.coordinates == ((0, 0), (1, 0), (0, 1), (1, 1))
+
+
+def test_tile_set_represents_non_product_sets():
+    ts = TileSet([(0, 0), (0, 1), (1, 0)])
+    assert len(ts) == 3 and (1, 1) not in ts
+
+
+def test_empty_tile_set_is_rank_agnostic():
+    assert TileSet().coordinates == ()
+    assert TileSet().rank is None
+    assert TileSet() == TileSet([])
+
+
+@pytest.mark.parametrize("bad, fragment", [(3, "finite iterable"), ([3], "finite iterable"),
+                                           ([(0, 1.5)], "integer"), ([(False,)], "integer")])
+def test_tile_set_type_errors(bad, fragment):
+    with pytest.raises(TypeError, match=fragment):
+        TileSet(bad)
+
+
+@pytest.mark.parametrize("bad, fragment", [([(0,), (0, 1)], "mixed ranks"), ([(0, -1)], "negative"),
+                                           ([(1, 2), (1, 2)], "duplicate")])
+def test_tile_set_value_errors(bad, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        TileSet(bad)
+
+
+def test_tile_set_binding_rejects_rank_and_range():
+    te = sw.TiledEvictable(sw.CPU(0), sw.CPU(0), (2, 3), (1, 1))
+    with pytest.raises(ValueError, match="rank"):
+        te.promote_async(TileSet([(0,)]))
+    with pytest.raises(ValueError, match="out of range"):
+        te.promote_async(TileSet([(2, 0)]))
+
+
+def test_tile_set_is_immutable_and_hashable():
+    ts = TileSet([(0, 1)])
+    with pytest.raises(AttributeError, match="immutable"):
+        ts.coordinates = ()
+    assert hash(ts) == hash(TileSet([(0, 1)]))
+
+
+# ------------------------------------------------------------------ ResidencyPlan
+
+def test_plan_defaults_to_empty_sets():
+    p = ResidencyPlan()
+    assert p.promote == TileSet() and p.retain == TileSet() and p.evict == TileSet()
+    p2 = ResidencyPlan(promote=TileSet([(0, 0)]), evict=None)
+    assert p2.promote.coordinates == ((0, 0),)
+
+
+@pytest.mark.parametrize("field", ["promote", "retain", "evict"])
+def test_plan_rejects_non_tile_sets(field):
+    with pytest.raises(TypeError, match="TileSet"):
+        ResidencyPlan(**{field: [(0, 0)]})
+    with pytest.raises(TypeError, match="TileSet"):
+        ResidencyPlan(**{field: TileSelection([[0], [0]])})
+
+
+def test_plan_rejects_a_tile_in_two_fields():
+    with pytest.raises(ValueError, match="both promote and evict"):
+        ResidencyPlan(promote=TileSet([(0, 0)]), evict=TileSet([(0, 0), (1, 0)]))
+
+
+def test_plan_is_immutable():
+    with pytest.raises(AttributeError, match="immutable"):
+        ResidencyPlan().promote = TileSet()
+
+
+# ------------------------------------------------------------------ ResidencyPolicy, TileState
+
+def test_residency_policy_is_a_runtime_checkable_protocol():
+    class Good:
+        def plan(self, required, purpose):
+            return ResidencyPlan()
+
+    class Bad:
+        pass
+
+    assert isinstance(Good(), ResidencyPolicy)
+    assert not isinstance(Bad(), ResidencyPolicy)
+
+
+def test_tile_state_is_frozen():
+    s = TileState(location="primary", valid=True, dirty=False)
+    assert dataclasses.is_dataclass(s)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.dirty = True
