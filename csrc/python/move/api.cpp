@@ -90,9 +90,9 @@ int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_cl
 void raise_no_reverse(PyTypeObject* src, PyTypeObject* dst) {
   Ref cause = Ref::steal(compat::take_raised());
   PyErr_Format(PyExc_NotImplementedError,
-               "a differentiable move from %s to %s needs a permitted reverse route from %s to %s, which backward "
-               "uses to return the gradient: %S; to move without one, move inside `with no_grad():` (no "
-               "gradient is recorded)",
+               "a differentiable move from %s to %s needs a permitted reverse route from %s to %s (backward "
+               "moves the gradient back through it): %S. Inside `with no_grad():` the move records no gradient "
+               "and needs no reverse route",
                type_name(src), type_name(dst), type_name(dst), type_name(src), cause ? cause.get() : Py_None);
 }
 
