@@ -31,7 +31,9 @@ struct CopyEndpoint {
   static CopyEndpoint host_span(void* data, int itemsize) {
     return CopyEndpoint{Kind::Host, static_cast<char*>(data), nullptr, itemsize};
   }
-  static CopyEndpoint file_span(FileStorage& f, int itemsize) { return CopyEndpoint{Kind::File, nullptr, &f, itemsize}; }
+  static CopyEndpoint file_span(FileStorage& f, int itemsize) {
+    return CopyEndpoint{Kind::File, nullptr, &f, itemsize};
+  }
 };
 
 enum class CopyPlanKind {

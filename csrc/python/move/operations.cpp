@@ -96,7 +96,8 @@ PyObject* Elementwise_copy(PyObject*, PyObject* args) {
   const sw::Layout& sl = layout_of(s->layout);
   const sw::Layout& dl = layout_of(o->layout);
   const sw::CopyPlan plan = plan_logical(s->carrier, s->offset, sl, a.dest, o->offset, dl);
-  const int rc = plan.native() ? run_plan_unlocked(plan) : copy_values(s->carrier, s->offset, sl, a.dest, o->offset, dl);
+  const int rc =
+      plan.native() ? run_plan_unlocked(plan) : copy_values(s->carrier, s->offset, sl, a.dest, o->offset, dl);
   if (rc < 0) return nullptr;
   Py_RETURN_NONE;
 }

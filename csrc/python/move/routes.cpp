@@ -23,7 +23,9 @@ namespace {
 PyObject* as_object(PyTypeObject* t) { return reinterpret_cast<PyObject*>(t); }
 PyTypeObject* as_class(PyObject* o) { return reinterpret_cast<PyTypeObject*>(o); }
 
-Ref pair_key(PyTypeObject* src, PyTypeObject* dst) { return Ref::steal(PyTuple_Pack(2, as_object(src), as_object(dst))); }
+Ref pair_key(PyTypeObject* src, PyTypeObject* dst) {
+  return Ref::steal(PyTuple_Pack(2, as_object(src), as_object(dst)));
+}
 
 bool is_carrier_class(PyObject* o) { return PyType_Check(o) && PyType_IsSubtype(as_class(o), &Carrier_Type); }
 
