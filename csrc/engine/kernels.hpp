@@ -22,7 +22,8 @@ namespace sw::kernels {
 
 using Leaves = std::vector<LeafMode>;
 
-// Leaves of the compact (canonical) layout over the same extents.
+// Leaves of the compact (canonical) layout over the same extents
+// (sw::compact; kept under this name for the kernels' callers).
 Leaves compact_of(const Leaves& ls);
 
 // Logical element count of a leaf list (product of extents; 1 when empty).
@@ -61,6 +62,10 @@ void relu_backward(const float* g, const Leaves& lg, const float* x, const Leave
 double sum_f32(const float* x, const Leaves& lx);
 int64_t sum_i32(const int32_t* x, const Leaves& lx);
 
+// The one slot of a rank-0 result: the sum of x rounded to binary32
+// (Float32) or range checked (Int32; std::overflow_error).
+void reduce_sum(DTypeCode dtype, const void* x, const Leaves& lx, void* out);
+
 // acc[o] += g[s] in double for every coordinate; lo may carry stride 0 on
 // the leaves a broadcast widened, which sums them together.
 void sum_into(const float* g, const Leaves& lg, double* acc, const Leaves& lo);
@@ -71,5 +76,24 @@ void round_to_f32(const double* acc, float* out, int64_t n);
 // one final rounding per slot.
 void broadcast_sum_backward(const float* g, const Leaves& lg, float* out, const Leaves& lo,
                             int64_t out_slots);
+
+// The mul backward over broadcast leaves: out = sum over lo's stride-0
+// leaves of g * y (y read through ly, over g's extents), each product
+// rounded to binary32 first, the sum accumulated in double and rounded once
+// per slot; out_slots slots of out are written (zero where nothing lands).
+void mul_broadcast_backward(const float* g, const Leaves& lg, const float* y, const Leaves& ly, float* out,
+                            const Leaves& lo, int64_t out_slots);
+
+// Gradient accumulation: out (laid out by lo, out_slots slots) = the sum of
+// every source over lo's extents. One source is copied and two are added in
+// binary32 (both exact to one rounding), touching only the slots lo reaches;
+// more sources accumulate in double, round once, and write all out_slots
+// slots (holes become 0).
+struct Source {
+  const float* data;
+  const Leaves* leaves;
+};
+constexpr size_t kDirectSources = 2;
+void sum_sources(const std::vector<Source>& sources, float* out, const Leaves& lo, int64_t out_slots);
 
 }  // namespace sw::kernels
