@@ -9,12 +9,24 @@ namespace sw {
 
 namespace {
 
-// A tree of shape's profile whose leaves take values in depth-first order.
-IntTree with_leaf_values(const IntTree& shape, const std::vector<LeafMode>& values, size_t& next) {
-  if (shape.is_leaf) return IntTree::leaf(values[next++].stride);
+// The compact rule, in one place: a leaf's stride is the product of the
+// extents of all earlier leaves (depth-first). The running product may
+// overflow only past the last leaf of a valid layout; saturating lets the
+// Layout constructor report the size.
+struct CompactStrides {
+  int64_t running = 1;
+  int64_t next(int64_t extent) {
+    const int64_t stride = running;
+    if (__builtin_mul_overflow(running, extent, &running)) running = INT64_MAX;
+    return stride;
+  }
+};
+
+IntTree compact_tree(const IntTree& shape, CompactStrides& rule) {
+  if (shape.is_leaf) return IntTree::leaf(rule.next(shape.value));
   std::vector<IntTree> c;
   c.reserve(shape.children.size());
-  for (const IntTree& ch : shape.children) c.push_back(with_leaf_values(ch, values, next));
+  for (const IntTree& ch : shape.children) c.push_back(compact_tree(ch, rule));
   return IntTree::node(std::move(c));
 }
 
@@ -30,22 +42,15 @@ IntTree flat_tree(const std::vector<int64_t>& values) {
 std::vector<LeafMode> compact(const std::vector<LeafMode>& leaves) {
   std::vector<LeafMode> out;
   out.reserve(leaves.size());
-  int64_t running = 1;
-  for (const LeafMode& m : leaves) {
-    out.push_back({m.extent, running});
-    // The running product may overflow only past the last leaf of a valid
-    // layout; saturating lets the Layout constructor report the size.
-    if (__builtin_mul_overflow(running, m.extent, &running)) running = INT64_MAX;
-  }
+  CompactStrides rule;
+  for (const LeafMode& m : leaves) out.push_back({m.extent, rule.next(m.extent)});
   return out;
 }
 
 Layout compact(const IntTree& shape) {
   if (shape.is_leaf) throw std::invalid_argument("canonical layout needs a shape tuple, not a leaf");
-  std::vector<LeafMode> leaves;
-  for (int64_t e : shape.leaves()) leaves.push_back({e, 0});
-  size_t next = 0;
-  IntTree stride = with_leaf_values(shape, compact(leaves), next);
+  CompactStrides rule;
+  IntTree stride = compact_tree(shape, rule);
   return Layout(shape, std::move(stride));
 }
 

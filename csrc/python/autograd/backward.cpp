@@ -46,7 +46,7 @@ PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const
   void* data = nullptr;
   Ref carrier = Ref::steal(ops_alloc_host(like, cos, sw::DTypeCode::Float32, zero, &data));
   if (!carrier) return nullptr;
-  if (engine_call_in("gradient accumulation: ",
+  if (engine_call_in("gradient accumulation: ", "",
                      [&] { K::sum_sources(sources, static_cast<float*>(data), gl.leaves(), cos); }) < 0)
     return nullptr;
   return carrier.release();
@@ -56,7 +56,7 @@ PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const
 PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl) {
   const int64_t cos = gl.cosize();
   std::vector<int64_t> io, ig;
-  if (engine_call_in("gradient accumulation: ", [&] { io = sw::coordinate_indices(gl.leaves()); }) < 0)
+  if (engine_call_in("gradient accumulation: ", "", [&] { io = sw::coordinate_indices(gl.leaves()); }) < 0)
     return nullptr;
   Ref list = Ref::steal(PyList_New(cos));
   if (!list) return nullptr;
@@ -67,7 +67,7 @@ PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, con
   }
   for (PyObject* g : grads) {
     TensorObject* t = as_tensor(g);
-    if (engine_call_in("gradient accumulation: ",
+    if (engine_call_in("gradient accumulation: ", "",
                        [&] { ig = sw::coordinate_indices(layout_of(t->layout).leaves()); }) < 0)
       return nullptr;
     for (size_t k = 0; k < ig.size(); ++k) {
@@ -120,7 +120,7 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
 PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>& grads) {
   const sw::Layout& tl = layout_of(as_tensor(t)->layout);
   sw::Layout gl;
-  if (engine_call_in("gradient accumulation: ", [&] { gl = sw::gradient_layout(tl); }) < 0) return nullptr;
+  if (engine_call_in("gradient accumulation: ", "", [&] { gl = sw::gradient_layout(tl); }) < 0) return nullptr;
   return sum_gradients(like, grads, gl, gl == tl ? as_tensor(t)->layout : nullptr);
 }
 
@@ -247,9 +247,9 @@ int run_node(Graph& g, size_t i, PyObject* grad) {
     if (gk == Py_None || !is_tensor(in) || !differentiable(in)) continue;
     if (autograd_check_cotangent(in, gk) < 0) {
       // Name the node: the contract error alone does not say who broke it.
-      char prefix[200];
-      std::snprintf(prefix, sizeof prefix, "%s.backward() gradient %zd: ", type_name(op), k);
-      return autograd::add_error_context(prefix);
+      char where[64];
+      std::snprintf(where, sizeof where, ".backward() gradient %zd: ", k);
+      return autograd::add_error_context(type_name(op), where);
     }
     g.nodes[g.index.at(in)].grads.push_back(Ref::borrow(gk));
   }

@@ -15,22 +15,23 @@ bool differentiable(PyObject* tensor);
 // Borrowed Shape object of a Tensor's layout.
 PyObject* shape_obj(PyObject* tensor);
 
-// Re-raises the pending exception as the same type with prefix put before
-// its message (who failed, for an error raised deeper down). Returns -1.
-int add_error_context(const char* prefix);
+// Re-raises the pending exception as the same type with who + what put
+// before its message (who failed, for an error raised deeper down; two parts
+// so callers need not format a prefix on the success path). Returns -1.
+int add_error_context(const char* who, const char* what = "");
 
 // Runs engine code f(); whatever it throws becomes the matching Python
-// exception (raise_engine_exception) with prefix put before its message
+// exception (raise_engine_exception) with who + what put before its message
 // (MemoryError is left as it is). 0 / -1.
 template <class F>
-int engine_call_in(const char* prefix, F&& f) {
+int engine_call_in(const char* who, const char* what, F&& f) {
   try {
     f();
     return 0;
   } catch (...) {
     raise_engine_exception();
     if (PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
-    return add_error_context(prefix);
+    return add_error_context(who, what);
   }
 }
 

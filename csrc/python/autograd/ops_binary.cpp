@@ -178,9 +178,8 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
         lo = sw::reduction_leaves(g.L(), xl, gl);
       }) < 0)
     return nullptr;
-  bool reduce = false;
-  for (size_t d = 0; d < lo.size(); ++d)
-    if (xl.leaves()[d].extent != g.L().leaves()[d].extent) reduce = true;
+  // Leaves x had at extent 1 and g widened are summed over.
+  const bool reduce = sw::has_stride_zero(lo);
   if (reduce && !other) {
     PyErr_SetString(PyExc_ValueError, "mul backward: the gradient's shape does not match the input's shape");
     return nullptr;

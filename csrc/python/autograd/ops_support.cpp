@@ -2,6 +2,8 @@
 // (see ops_support.hpp).
 #include "autograd/ops_support.hpp"
 
+#include <cstdio>
+
 namespace swpy::ops {
 
 // ------------------------------------------------------------ operands

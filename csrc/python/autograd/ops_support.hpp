@@ -14,7 +14,6 @@
 // shape, in fresh storage of the cotangent's carrier class. Backward reads
 // saved inputs from their carriers when it runs, not from a forward copy.
 #pragma once
-#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -63,15 +62,11 @@ int saved_operand(PyObject* t, const char* op, Operand* o);
 // "op backward: ..." (backward).
 template <class F>
 int forward_call(const char* op, F&& f) {
-  char prefix[96];
-  std::snprintf(prefix, sizeof prefix, "%s(): ", op);
-  return autograd::engine_call_in(prefix, std::forward<F>(f));
+  return autograd::engine_call_in(op, "(): ", std::forward<F>(f));
 }
 template <class F>
 int backward_call(const char* op, F&& f) {
-  char prefix[96];
-  std::snprintf(prefix, sizeof prefix, "%s backward: ", op);
-  return autograd::engine_call_in(prefix, std::forward<F>(f));
+  return autograd::engine_call_in(op, " backward: ", std::forward<F>(f));
 }
 
 // Scalar indices of every coordinate of a leaf list, first leaf fastest.

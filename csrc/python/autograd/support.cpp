@@ -16,7 +16,7 @@ bool differentiable(PyObject* tensor) {
 
 PyObject* shape_obj(PyObject* tensor) { return reinterpret_cast<LayoutObject*>(as_tensor(tensor)->layout)->shape; }
 
-int add_error_context(const char* prefix) {
+int add_error_context(const char* who, const char* what) {
   PyObject* exc = compat::take_raised();
   if (!exc) return -1;
   Ref msg = Ref::steal(PyObject_Str(exc));
@@ -25,7 +25,7 @@ int add_error_context(const char* prefix) {
     compat::restore_raised(exc);
     return -1;
   }
-  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%s%U", prefix, msg.get());
+  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%s%s%U", who, what, msg.get());
   Py_DECREF(exc);
   return -1;
 }
