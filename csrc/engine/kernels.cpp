@@ -43,8 +43,6 @@ void binary(const void* a, const Leaves& la, const void* b, const Leaves& lb, vo
 
 }  // namespace
 
-Leaves compact_of(const Leaves& ls) { return compact(ls); }
-
 int64_t element_count(const Leaves& leaves) { return size_of(leaves); }
 
 bool supports(DTypeCode dtype) { return dtype == DTypeCode::Float32 || dtype == DTypeCode::Int32; }
@@ -65,7 +63,7 @@ void copy(DTypeCode dtype, const void* src, const Leaves& ls, void* dst, const L
 }
 
 void gather(DTypeCode dtype, const void* src, const Leaves& ls, void* dst) {
-  copy(dtype, src, ls, dst, compact_of(ls));
+  copy(dtype, src, ls, dst, compact(ls));
 }
 
 void add(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const Leaves& lb,

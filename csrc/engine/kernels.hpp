@@ -1,6 +1,7 @@
 // Native strided elementwise kernels for the differentiable operations.
 //
-// Every operand is a base pointer (already advanced by the tensor's offset)
+// Coordinates are walked by the one walker of layout_iter.hpp (contiguous
+// modes merged into long runs). Every operand is a base pointer (already advanced by the tensor's offset)
 // plus its depth-first list of leaf modes. All operands of one call iterate
 // the same coordinate space: their leaf lists have the same length and the
 // same extents leaf by leaf (a broadcast operand carries stride 0 on its
@@ -21,10 +22,6 @@
 namespace sw::kernels {
 
 using Leaves = std::vector<LeafMode>;
-
-// Leaves of the compact (canonical) layout over the same extents
-// (sw::compact; kept under this name for the kernels' callers).
-Leaves compact_of(const Leaves& ls);
 
 // Logical element count of a leaf list (product of extents; 1 when empty).
 int64_t element_count(const Leaves& leaves);
