@@ -1,17 +1,17 @@
 // Native strided elementwise kernels for the differentiable operations.
 //
-// Coordinates are walked by the one walker of layout_iter.hpp (contiguous
-// modes merged into long runs). Every operand is a base pointer (already advanced by the tensor's offset)
-// plus its depth-first list of leaf modes. All operands of one call iterate
-// the same coordinate space: their leaf lists have the same length and the
-// same extents leaf by leaf (a broadcast operand carries stride 0 on its
-// widened leaves). Coordinates are visited first-leaf-fastest, so a compact
-// (canonical) output's slot equals the coordinate's flat ordinal. Output leaf
-// lists may be gapped (holes are left untouched) and, for the summing
-// kernels only, may repeat indices (stride 0): values landing on one slot are
-// added. Kernels throw std::invalid_argument when the leaf lists disagree,
-// std::overflow_error when an Int32 result leaves the Int32 range (nothing
-// useful is left in the output then), and never touch Python.
+// Coordinates are walked by the one walker of layout_iter.hpp (contiguous modes
+// merged into long runs). Every operand is a base pointer (already advanced by
+// the tensor's offset) plus its depth-first list of leaf modes. All operands of
+// one call iterate the same coordinate space: their leaf lists have the same
+// length and the same extents leaf by leaf (a broadcast operand carries stride
+// 0 on its widened leaves). Coordinates are visited first-leaf-fastest, so a
+// compact (canonical) output's slot equals the coordinate's flat ordinal.
+// Output leaf lists may be gapped (holes are left untouched) and, for the
+// summing kernels only, may repeat indices (stride 0): values landing on one
+// slot are added. Kernels throw std::invalid_argument when the leaf lists
+// disagree, std::overflow_error when an Int32 result leaves the Int32 range
+// (nothing useful is left in the output then), and never touch Python.
 #pragma once
 #include <cstdint>
 #include <vector>
