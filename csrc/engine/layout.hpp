@@ -112,6 +112,9 @@ bool has_stride_zero(const std::vector<LeafMode>& leaves);
 // Product of the extents (1 for an empty list); not overflow checked (leaf
 // lists of a Layout fit int64).
 int64_t size_of(const std::vector<LeafMode>& leaves);
+// Leaves over the extents of leaves that read one slot at every coordinate
+// (stride 0 throughout): a single value broadcast to those extents.
+std::vector<LeafMode> broadcast_one(const std::vector<LeafMode>& leaves);
 // Scalar index of every coordinate, first leaf fastest.
 std::vector<int64_t> coordinate_indices(const std::vector<LeafMode>& leaves);
 

@@ -87,6 +87,13 @@ int64_t size_of(const std::vector<LeafMode>& leaves) {
   return n;
 }
 
+std::vector<LeafMode> broadcast_one(const std::vector<LeafMode>& leaves) {
+  std::vector<LeafMode> out;
+  out.reserve(leaves.size());
+  for (const LeafMode& m : leaves) out.push_back({m.extent, 0});
+  return out;
+}
+
 std::vector<int64_t> coordinate_indices(const std::vector<LeafMode>& leaves) {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(size_of(leaves)));

@@ -113,6 +113,8 @@ TEST(LeafHelpers, StrideZeroSizeAndIndices) {
   EXPECT_EQ(sw::size_of(Leaves{}), 1);
   EXPECT_EQ(sw::coordinate_indices(Leaves{{2, 3}, {2, 1}}), (std::vector<int64_t>{0, 3, 1, 4}));
   EXPECT_EQ(sw::coordinate_indices(Leaves{}), (std::vector<int64_t>{0}));
+  EXPECT_EQ(sw::broadcast_one(Leaves{{2, 1}, {3, 5}}), (Leaves{{2, 0}, {3, 0}}));
+  EXPECT_EQ(sw::coordinate_indices(sw::broadcast_one(Leaves{{2, 1}, {3, 5}})), std::vector<int64_t>(6, 0));
 }
 
 TEST(BroadcastShapes, WidensExtentOneLeaves) {

@@ -36,17 +36,11 @@ PyObject* binary_forward(Binary kind, const Operand& a, const Operand& b, const 
   Leaves la, lb;
   if (broadcast_pair(a, b, op, &out, &la, &lb) < 0) return nullptr;
   const int64_t n = out.size();
-  if (a.host && b.host) {
-    void* data;
-    Ref c = Ref::steal(alloc_host(a.carrier, n, a.dtype, false, &data));
-    if (!c) return nullptr;
-    if (forward_call(op, [&] {
-          if (kind == Binary::Add) K::add(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
-          else K::mul(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
-        }) < 0)
-      return nullptr;
-    return wrap(c.release(), out, nullptr);
-  }
+  if (a.host && b.host)
+    return host_forward(op, a, out, [&](void* data) {
+      if (kind == Binary::Add) K::add(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
+      else K::mul(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
+    });
   std::vector<int64_t> ia, ib;
   if (index_list(la, ia) < 0 || index_list(lb, ib) < 0) return nullptr;
   Ref list = Ref::steal(PyList_New(n));
@@ -120,19 +114,14 @@ PyObject* scalar_forward(PyObject* self, const Operand& a, PyObject* s) {
     double sd = 0;
     long long si = 0;
     if (scalar_value(a.dtype, s, &sd, &si) < 0) return nullptr;
-    void* data;
-    Ref c = Ref::steal(alloc_host(a.carrier, n, a.dtype, false, &data));
-    if (!c) return nullptr;
-    if (forward_call("mul", [&] {
-          if (a.dtype == DTypeCode::Float32)
-            K::mul_scalar_f32(static_cast<const float*>(a.at()), a.L().leaves(), sd, static_cast<float*>(data),
-                              out.leaves());
-          else
-            K::mul_scalar_i32(static_cast<const int32_t*>(a.at()), a.L().leaves(), si,
-                              static_cast<int32_t*>(data), out.leaves());
-        }) < 0)
-      return nullptr;
-    return wrap(c.release(), out, nullptr);
+    return host_forward("mul", a, out, [&](void* data) {
+      if (a.dtype == DTypeCode::Float32)
+        K::mul_scalar_f32(static_cast<const float*>(a.at()), a.L().leaves(), sd, static_cast<float*>(data),
+                          out.leaves());
+      else
+        K::mul_scalar_i32(static_cast<const int32_t*>(a.at()), a.L().leaves(), si, static_cast<int32_t*>(data),
+                          out.leaves());
+    });
   }
   std::vector<int64_t> ia;
   if (index_list(a.L().leaves(), ia) < 0) return nullptr;
@@ -192,21 +181,16 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
       sd = PyFloat_AsDouble(s);
       if (sd == -1.0 && PyErr_Occurred()) return nullptr;
     }
-    void* out;
-    Ref c = Ref::steal(alloc_host(g.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out));
-    if (!c) return nullptr;
-    if (forward_call("mul", [&] {
-          const float* gp = static_cast<const float*>(g.at());
-          float* op = static_cast<float*>(out);
-          if (reduce)
-            K::mul_broadcast_backward(gp, g.L().leaves(), static_cast<const float*>(other->at()), ly, op, lo, cos);
-          else if (other)
-            K::mul(DTypeCode::Float32, gp, g.L().leaves(), other->at(), ly, op, lo);
-          else
-            K::mul_scalar_f32(gp, g.L().leaves(), sd, op, lo);
-        }) < 0)
-      return nullptr;
-    return wrap(c.release(), gl, lobj);
+    return host_gradient("mul", g, gl, lobj, false, [&](void* out) {
+      const float* gp = static_cast<const float*>(g.at());
+      float* op = static_cast<float*>(out);
+      if (reduce)
+        K::mul_broadcast_backward(gp, g.L().leaves(), static_cast<const float*>(other->at()), ly, op, lo, cos);
+      else if (other)
+        K::mul(DTypeCode::Float32, gp, g.L().leaves(), other->at(), ly, op, lo);
+      else
+        K::mul_scalar_f32(gp, g.L().leaves(), sd, op, lo);
+    });
   }
   std::vector<int64_t> ig, iy, io;
   if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;

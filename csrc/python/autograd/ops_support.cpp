@@ -208,20 +208,16 @@ PyObject* reduce_to(const Operand& g, PyObject* xt, const char* op) {
   PyObject* lobj = grad_layout_object(xt, gl);
   const int64_t cos = gl.cosize();
   if (g.host_f32()) {
-    // A plain relayout copies; only broadcast leaves need the summing pass.
+    // A plain relayout copies; only broadcast leaves need the summing pass
+    // (which writes every slot).
     const bool reduce = sw::has_stride_zero(lo);
-    void* out;
-    Ref c = Ref::steal(alloc_host(g.carrier, cos, DTypeCode::Float32, !reduce && cos != gl.size(), &out));
-    if (!c) return nullptr;
-    if (forward_call(op, [&] {
-          if (reduce)
-            K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out),
-                                      lo, cos);
-          else
-            K::copy(DTypeCode::Float32, g.at(), g.L().leaves(), out, lo);
-        }) < 0)
-      return nullptr;
-    return wrap(c.release(), gl, lobj);
+    return host_gradient(op, g, gl, lobj, reduce, [&](void* out) {
+      if (reduce)
+        K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out), lo,
+                                  cos);
+      else
+        K::copy(DTypeCode::Float32, g.at(), g.L().leaves(), out, lo);
+    });
   }
   std::vector<int64_t> ig, io;
   if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;

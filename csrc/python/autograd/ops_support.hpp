@@ -77,6 +77,28 @@ int index_list(const Leaves& l, std::vector<int64_t>& out);
 // Fresh host storage of like's exact class with n slots of dtype; *data
 // receives slot 0.
 PyObject* alloc_host(PyObject* like, Py_ssize_t n, DTypeCode dtype, bool zero, void** data);
+// Host path: fresh host storage of like's exact class with slots slots of
+// dtype (zeroed when zero), filled by kernel(data) (engine code; errors name
+// op as "op(): ..."), as a Tensor at offset 0 in layout l (layout_obj reused
+// when given).
+template <class Kernel>
+PyObject* host_result(const char* op, PyObject* like, int64_t slots, DTypeCode dtype, bool zero, const sw::Layout& l,
+                      PyObject* layout_obj, Kernel&& kernel);
+// A forward result: a's class and dtype, compact layout out, every slot
+// written by the kernel.
+template <class Kernel>
+PyObject* host_forward(const char* op, const Operand& a, const sw::Layout& out, Kernel&& kernel) {
+  return host_result(op, a.carrier, out.size(), a.dtype, false, out, nullptr, std::forward<Kernel>(kernel));
+}
+// A gradient: Float32 in g's class laid out as gl (cosize slots); the holes
+// of a gapped gl start zeroed unless the kernel writes every slot.
+template <class Kernel>
+PyObject* host_gradient(const char* op, const Operand& g, const sw::Layout& gl, PyObject* layout_obj,
+                        bool writes_every_slot, Kernel&& kernel) {
+  const bool zero = !writes_every_slot && gl.cosize() != gl.size();
+  return host_result(op, g.carrier, gl.cosize(), DTypeCode::Float32, zero, gl, layout_obj,
+                     std::forward<Kernel>(kernel));
+}
 // Tensor over carrier (stolen) at offset 0 in layout l; layout_obj is used
 // when given (borrowed), else a new Layout object is built.
 PyObject* wrap(PyObject* carrier, const sw::Layout& l, PyObject* layout_obj);
@@ -91,6 +113,16 @@ void list_store(PyObject* list, int64_t slot, PyObject* v);
 // Backward results: (a, b) or (a,), NULL standing for None (stolen).
 PyObject* pair_or_none(PyObject* a, PyObject* b);
 PyObject* single(PyObject* a);
+
+template <class Kernel>
+PyObject* host_result(const char* op, PyObject* like, int64_t slots, DTypeCode dtype, bool zero, const sw::Layout& l,
+                      PyObject* layout_obj, Kernel&& kernel) {
+  void* data;
+  Ref c = Ref::steal(alloc_host(like, slots, dtype, zero, &data));
+  if (!c) return nullptr;
+  if (forward_call(op, [&] { kernel(data); }) < 0) return nullptr;
+  return wrap(c.release(), l, layout_obj);
+}
 
 // ------------------------------------------------------------ gradients
 

@@ -79,12 +79,8 @@ PyObject* Relu_forward(PyObject*, PyObject* args) {
   sw::Layout out;
   if (forward_call("relu", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
   if (!a.host) return relu_values(a, out);
-  void* data;
-  Ref c = Ref::steal(alloc_host(a.carrier, out.size(), a.dtype, false, &data));
-  if (!c) return nullptr;
-  if (forward_call("relu", [&] { K::relu(a.dtype, a.at(), a.L().leaves(), data, out.leaves()); }) < 0)
-    return nullptr;
-  return wrap(c.release(), out, nullptr);
+  return host_forward("relu", a, out,
+                      [&](void* data) { K::relu(a.dtype, a.at(), a.L().leaves(), data, out.leaves()); });
 }
 
 PyObject* Relu_backward(PyObject* self, PyObject* g) {
@@ -102,17 +98,11 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
   if (backward_call("relu", [&] { gl = sw::gradient_layout(xo.L()); }) < 0) return nullptr;
   PyObject* lobj = grad_layout_object(x, gl);
   const int64_t cos = gl.cosize();
-  if (go.host_f32() && xo.host_f32()) {
-    void* out;
-    Ref c = Ref::steal(alloc_host(go.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out));
-    if (!c) return nullptr;
-    if (forward_call("relu", [&] {
-          K::relu_backward(static_cast<const float*>(go.at()), go.L().leaves(), static_cast<const float*>(xo.at()),
-                           xo.L().leaves(), static_cast<float*>(out), gl.leaves());
-        }) < 0)
-      return nullptr;
-    return single(wrap(c.release(), gl, lobj));
-  }
+  if (go.host_f32() && xo.host_f32())
+    return single(host_gradient("relu", go, gl, lobj, false, [&](void* out) {
+      K::relu_backward(static_cast<const float*>(go.at()), go.L().leaves(), static_cast<const float*>(xo.at()),
+                       xo.L().leaves(), static_cast<float*>(out), gl.leaves());
+    }));
   std::vector<int64_t> ig, ix, io;
   if (index_list(go.L().leaves(), ig) < 0 || index_list(xo.L().leaves(), ix) < 0 ||
       index_list(gl.leaves(), io) < 0)
@@ -143,14 +133,9 @@ PyObject* ReduceSum_forward(PyObject*, PyObject* args) {
   if (compute_operand(x, "reduce_sum", &a) < 0) return nullptr;
   sw::Layout out;
   if (forward_call("reduce_sum", [&] { out = sw::compact(sw::IntTree::node({})); }) < 0) return nullptr;
-  if (a.host) {
-    void* data;
-    Ref c = Ref::steal(alloc_host(a.carrier, 1, a.dtype, false, &data));
-    if (!c) return nullptr;
-    if (forward_call("reduce_sum", [&] { K::reduce_sum(a.dtype, a.at(), a.L().leaves(), data); }) < 0)
-      return nullptr;
-    return wrap(c.release(), out, nullptr);
-  }
+  if (a.host)
+    return host_forward("reduce_sum", a, out,
+                        [&](void* data) { K::reduce_sum(a.dtype, a.at(), a.L().leaves(), data); });
   std::vector<int64_t> ia;
   if (index_list(a.L().leaves(), ia) < 0) return nullptr;
   Ref acc = Ref::steal(get_slot(a, ia[0]));
@@ -181,22 +166,16 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   Leaves fill;  // the one cotangent value repeated over x's extents
   if (backward_call("reduce_sum", [&] {
         gl = sw::gradient_layout(xl);
-        for (const auto& m : gl.leaves()) fill.push_back({m.extent, 0});
+        fill = sw::broadcast_one(gl.leaves());
       }) < 0)
     return nullptr;
   PyObject* lobj = grad_layout_object(x, gl);
   const int64_t cos = gl.cosize();
   const int64_t g0 = go.L().index_of_ordinal(0);
-  if (go.host_f32()) {
-    void* out;
-    Ref c = Ref::steal(alloc_host(go.carrier, cos, DTypeCode::Float32, cos != gl.size(), &out));
-    if (!c) return nullptr;
-    if (forward_call("reduce_sum", [&] {
-          K::copy(DTypeCode::Float32, static_cast<const float*>(go.at()) + g0, fill, out, gl.leaves());
-        }) < 0)
-      return nullptr;
-    return single(wrap(c.release(), gl, lobj));
-  }
+  if (go.host_f32())
+    return single(host_gradient("reduce_sum", go, gl, lobj, false, [&](void* out) {
+      K::copy(DTypeCode::Float32, static_cast<const float*>(go.at()) + g0, fill, out, gl.leaves());
+    }));
   std::vector<int64_t> io;
   if (index_list(gl.leaves(), io) < 0) return nullptr;
   Ref v = Ref::steal(get_slot(go, g0));
