@@ -35,19 +35,20 @@ using autograd::shape_obj;
 // Host path of sum_gradients: every gradient is Float32 host memory.
 PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl) {
   const int64_t cos = gl.cosize();
-  std::vector<K::Source> sources;
-  for (PyObject* g : grads) {
-    TensorObject* t = as_tensor(g);
-    sources.push_back({static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset,
-                       &layout_of(t->layout).leaves()});
-  }
   // The direct sums write only the slots gl reaches; holes start zeroed.
-  const bool zero = sources.size() <= K::kDirectSources && cos != gl.size();
+  const bool zero = grads.size() <= K::kDirectSources && cos != gl.size();
   void* data = nullptr;
   Ref carrier = Ref::steal(ops_alloc_host(like, cos, sw::DTypeCode::Float32, zero, &data));
   if (!carrier) return nullptr;
-  if (engine_call_in("gradient accumulation: ", "",
-                     [&] { K::sum_sources(sources, static_cast<float*>(data), gl.leaves(), cos); }) < 0)
+  if (engine_call_in("gradient accumulation: ", "", [&] {
+        std::vector<K::Source> sources;
+        for (PyObject* g : grads) {
+          TensorObject* t = as_tensor(g);
+          sources.push_back({static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset,
+                             &layout_of(t->layout).leaves()});
+        }
+        K::sum_sources(sources, static_cast<float*>(data), gl.leaves(), cos);
+      }) < 0)
     return nullptr;
   return carrier.release();
 }
@@ -284,7 +285,8 @@ int commit_grads(Graph& g, const std::vector<size_t>& commit) {
     fresh.push_back(Ref::steal(gradient_for(n.tensor.get(), t->carrier, all)));
     if (!fresh.back()) return -1;
   }
-  for (size_t c = 0; c < commit.size(); ++c) Py_XSETREF(as_tensor(g.nodes[commit[c]].tensor.get())->grad, fresh[c].release());
+  for (size_t c = 0; c < commit.size(); ++c)
+    Py_XSETREF(as_tensor(g.nodes[commit[c]].tensor.get())->grad, fresh[c].release());
   return 0;
 }
 
@@ -308,9 +310,9 @@ int traverse(PyObject* root, PyObject* gradient, bool retain_graph) {
     Node& n = g.nodes[i];
     if (!n.grads.empty() && (!n.op || as_tensor(n.tensor.get())->retains_grad)) commit.push_back(i);
     if (n.op && n.inputs && !n.grads.empty()) {
-      Ref grad = n.grads.size() == 1
-                     ? Ref::borrow(n.grads[0].get())
-                     : Ref::steal(gradient_for(n.tensor.get(), as_tensor(n.grads[0].get())->carrier, borrowed(n.grads)));
+      PyObject* like = as_tensor(n.grads[0].get())->carrier;
+      Ref grad = n.grads.size() == 1 ? Ref::borrow(n.grads[0].get())
+                                     : Ref::steal(gradient_for(n.tensor.get(), like, borrowed(n.grads)));
       if (!grad) return -1;
       if (run_node(g, i, grad.get()) < 0) return -1;
     }
@@ -358,12 +360,17 @@ int autograd_check_cotangent(PyObject* target, PyObject* g) {
     PyErr_Format(PyExc_RuntimeError, "the gradient's %s carrier is released", type_name(as_tensor(g)->carrier));
     return -1;
   }
-  switch (sw::cotangent_fit(layout_of(as_tensor(target)->layout), layout_of(as_tensor(g)->layout))) {
+  sw::CotangentFit fit = sw::CotangentFit::Ok;
+  const sw::Layout& tl = layout_of(as_tensor(target)->layout);
+  const sw::Layout& gl = layout_of(as_tensor(g)->layout);
+  if (engine_call([&] { fit = sw::cotangent_fit(tl, gl); }) < 0) return -1;
+  switch (fit) {
     case sw::CotangentFit::Ok:
       return 0;
     case sw::CotangentFit::ShapeDiffers:
-      PyErr_Format(PyExc_ValueError, "gradient shape %R does not match the tensor's shape %R (gradient layout contract)",
-                   shape_obj(g), shape_obj(target));
+      PyErr_Format(PyExc_ValueError,
+                   "gradient shape %R does not match the tensor's shape %R (gradient layout contract)", shape_obj(g),
+                   shape_obj(target));
       return -1;
     case sw::CotangentFit::NotOwnLayout:
       PyErr_Format(PyExc_ValueError, "gradient layout %R must equal the injective tensor's layout %R",
@@ -386,7 +393,8 @@ PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   if (tensor_reject_multi(self, "backward") < 0) return nullptr;
   if (!differentiable(self)) {
-    PyErr_Format(PyExc_RuntimeError, "backward() on a non-differentiable %s tensor", dtype_label(as_tensor(self)->dtype));
+    PyErr_Format(PyExc_RuntimeError, "backward() on a non-differentiable %s tensor",
+                 dtype_label(as_tensor(self)->dtype));
     return nullptr;
   }
   Ref g;
@@ -404,7 +412,11 @@ PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
   int rc;
   {
     NoGrad off;
-    rc = traverse(self, g.get(), retain_graph != 0);
+    try {
+      rc = traverse(self, g.get(), retain_graph != 0);
+    } catch (...) {  // the traversal's own bookkeeping (std::bad_alloc)
+      rc = raise_engine_exception();
+    }
   }
   if (rc < 0) return nullptr;
   Py_RETURN_NONE;
