@@ -16,6 +16,7 @@
 #include "layout.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
+#include "autograd/autograd.hpp"
 #include "util/compat.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
@@ -226,38 +227,8 @@ inline bool tensor_is_multi(PyObject* t) { return as_tensor(t)->representation !
 // implemented ...") and returns -1 for a multi-subtensor tensor; else 0.
 int tensor_reject_multi(PyObject* t, const char* reason);
 
-// --------------------------------------------- operation.cpp, ops.cpp, autograd.cpp
-bool grad_enabled();
-void set_grad_enabled(bool on);
-struct OperationObject {
-  PyObject_HEAD
-  PyObject* dict;
-  PyObject* weakreflist;
-  PyObject* inputs;     // tuple of saved Tensor inputs, or NULL
-  PyObject* versions;   // tuple of version tokens, or NULL
-  bool graph_freed;     // a backward pass without retain_graph freed it
-};
-extern PyTypeObject Operation_Type;
-inline bool is_operation(PyObject* o) { return PyObject_TypeCheck(o, &Operation_Type); }
-// Operation.forward(*args) as the base implements it: runs _forward, records
-// the profiler event and, in grad mode with a differentiable Tensor input,
-// saves the inputs and sets result.autograd_ctx. args is a tuple.
-PyObject* operation_forward(PyObject* op, PyObject* args);
-// Gradient layout rule (autograd.cpp): a tensor's own layout when injective,
-// else the canonical layout of its shape.
-sw::Layout grad_layout_for(const sw::Layout& l);
-// Checks the cotangent layout contract for gradient g of tensor target
-// (TypeError: not a Tensor or not differentiable; RuntimeError: released;
-// ValueError: shape/layout). 0 / -1.
-int autograd_check_cotangent(PyObject* target, PyObject* g);
-// Tensor methods implemented by autograd.cpp.
-PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
-// Fresh host storage of n slots of dtype in like's exact class (CPU, or its
-// allocate_like for subclasses); *data receives its host pointer. ops.cpp.
-PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data);
-PyObject* tensor_add(PyObject* a, PyObject* b);
-PyObject* tensor_mul(PyObject* a, PyObject* b);
-PyObject* tensor_neg(PyObject* a);
+// ------------------------------------------------------------ autograd/
+// Operation, grad mode, backward and the operations: autograd/autograd.hpp.
 
 // --------------------------------------------------------------- dlpack.cpp
 PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
