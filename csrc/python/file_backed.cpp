@@ -62,7 +62,7 @@ bool supported(sw::DTypeCode c) {
 
 int check_dtype(PyObject* dtype) {
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "FileBacked dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "FileBacked dtype must be a DType, not %.100s", type_name(dtype));
     return -1;
   }
   if (!supported(dtype_code(dtype))) {
@@ -142,7 +142,7 @@ int parse_filename(PyObject* filename, std::string* out) {
   if (!fs) return -1;
   if (!PyUnicode_Check(fs)) {
     PyErr_Format(PyExc_TypeError, "FileBacked filename must be a str or None, not %.100s",
-                 Py_TYPE(filename)->tp_name);
+                 type_name(filename));
     Py_DECREF(fs);
     return -1;
   }
@@ -240,7 +240,7 @@ PyObject* fb_make(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutabl
   Py_DECREF(args);
   if (!self) return nullptr;
   if (!PyObject_TypeCheck(self, &FileBacked_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type_name(type));
     Py_DECREF(self);
     return nullptr;
   }
