@@ -173,8 +173,9 @@ struct FileBackedObject {
   CarrierObject base;
   sw::FileStorage file;
   PyObject* dtype;
-  PyObject* name;     // str
+  PyObject* path;       // str: the file's full path (kept after release)
   Py_ssize_t size;
+  bool user_directory;  // in a directory= the caller named (not the per-process one)
 };
 struct EvictableObject {
   CarrierObject base;
@@ -186,9 +187,6 @@ struct EvictableObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
-// The per-process temporary directory FileBacked uses (created lazily);
-// NULL with OSError set when it cannot be created.
-const char* file_backed_directory();
 
 // --------------------------------------------------------------- tensor.cpp
 struct TensorObject {
