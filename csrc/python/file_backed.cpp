@@ -86,8 +86,9 @@ int raise_io_exception(const std::string& path) {
 // for the filename). what names the argument in the TypeError.
 int fs_string(PyObject* arg, const char* what, std::string* out) {
   Ref fs = Ref::steal(PyOS_FSPath(arg));
-  if (!fs) return -1;
-  if (!PyUnicode_Check(fs.get())) {
+  if (!fs && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+  if (!fs || !PyUnicode_Check(fs.get())) {
+    PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "FileBacked %s must be a str, a path-like object or None, not %.100s", what,
                  type_name(arg));
     return -1;
