@@ -2,7 +2,7 @@
 // rounding, the Int32 range, Bool strictness, native byte layouts) are the
 // engine's slot codec (csrc/engine/slot_codec.hpp); this layer only turns
 // Python objects into codec values and back, and codec statuses into
-// Python exceptions. Implemented in carrier.cpp. GIL held throughout.
+// Python exceptions. Implemented in slot_values.cpp. GIL held throughout.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
