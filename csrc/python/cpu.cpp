@@ -65,9 +65,13 @@ int cpu_set_slot(CPUObject* o, Py_ssize_t i, PyObject* v) {
   const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
   unsigned char bytes[sw::codec::kMaxSlotBytes];
   if (encode_slot(code, v, bytes) < 0) return -1;
-  void* data = slot_base(o, i);
+  auto* data = static_cast<unsigned char*>(slot_base(o, i));
   if (!data) return -1;
-  std::memcpy(static_cast<unsigned char*>(data) + static_cast<size_t>(i) * item, bytes, item);
+  // Constant sizes: the copies compile to plain stores.
+  if (item == 4)
+    std::memcpy(data + static_cast<size_t>(i) * 4, bytes, 4);
+  else
+    std::memcpy(data + static_cast<size_t>(i), bytes, 1);
   return 0;
 }
 
@@ -117,9 +121,13 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref r = Ref::steal(cpu_make(Py_TYPE(c), n, code, mutable_, true));
   if (!r) return nullptr;
+  // r is not reachable from Python yet, so conversion code cannot release
+  // it: encode straight into its buffer.
+  auto* data = static_cast<unsigned char*>(as_cpu(r.get())->buffer.data());
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
   PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (cpu_set_slot(as_cpu(r.get()), i, items[i]) < 0) return nullptr;
+    if (encode_slot(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
   return r.release();
 }
 

@@ -142,7 +142,7 @@ PyObject* slot_to_value(const codec::SlotValue& v) {
   return PyBool_FromLong(std::get<bool>(v));
 }
 
-int encode_slot(sw::DTypeCode code, PyObject* v, void* out) {
+int encode_slot_general(sw::DTypeCode code, PyObject* v, void* out) {
   codec::SlotValue x;
   if (value_to_slot(code, v, &x) < 0) return -1;
   return raise_codec_status(codec::encode(code, x, out), code, v);

@@ -29,7 +29,16 @@ int value_to_slot(sw::DTypeCode code, PyObject* v, sw::codec::SlotValue* out);
 PyObject* slot_to_value(const sw::codec::SlotValue& v);
 // Converts v and encodes it into the sw::codec::slot_bytes(code) native
 // bytes at out; nothing is written on failure. 0 / -1.
-int encode_slot(sw::DTypeCode code, PyObject* v, void* out);
+int encode_slot_general(sw::DTypeCode code, PyObject* v, void* out);
+inline int encode_slot(sw::DTypeCode code, PyObject* v, void* out) {
+  // Inline fast path for the bulk case (new_like of floats): an exact float
+  // into a float slot cannot fail.
+  if (PyFloat_CheckExact(v) && (code == sw::DTypeCode::Float32 || code == sw::DTypeCode::Floating)) {
+    sw::codec::encode(code, sw::codec::SlotValue{PyFloat_AS_DOUBLE(v)}, out);
+    return 0;
+  }
+  return encode_slot_general(code, v, out);
+}
 // The Python value of the native slot bytes at in. New reference.
 inline PyObject* decode_slot(sw::DTypeCode code, const void* in) {
   return slot_to_value(sw::codec::decode(code, in));
