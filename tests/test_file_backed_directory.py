@@ -69,6 +69,21 @@ def test_a_named_file_in_the_given_directory(tmp_path):
     assert g.path.parent != tmp_path
 
 
+def test_a_relative_directory_is_made_absolute(tmp_path, monkeypatch):
+    (tmp_path / "rel").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    f = FileBacked("x.bin", directory="rel")
+    assert f.path == tmp_path / "rel" / "x.bin" and f.path.is_absolute()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "rel").mkdir()
+    decoy = tmp_path / "elsewhere" / "rel" / "x.bin"
+    decoy.write_bytes(b"keep")
+    f.release()
+    assert not (tmp_path / "rel" / "x.bin").exists()
+    assert decoy.read_bytes() == b"keep"  # release removed its own file, not the decoy
+
+
 def test_collection_removes_a_file_in_the_given_directory(tmp_path):
     f = FileBacked(directory=tmp_path)
     p = f.path

@@ -139,6 +139,15 @@ int parse_directory(PyObject* directory, std::string* out) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return raise_os_error(errno, dir);
   if (!S_ISDIR(st.st_mode)) return raise_os_error(ENOTDIR, dir);
+  // Absolute, so a later chdir() cannot make release unlink another file.
+  if (dir[0] != '/') {
+    std::vector<char> cwd(4096);
+    while (!::getcwd(cwd.data(), cwd.size())) {
+      if (errno != ERANGE || cwd.size() > (1u << 20)) return raise_os_error(errno, dir);
+      cwd.resize(cwd.size() * 2);
+    }
+    dir = std::string(cwd.data()) + "/" + dir;
+  }
   *out = std::move(dir);
   return 0;
 }
