@@ -223,7 +223,8 @@ int fb_create(FileBackedObject* o, const std::string* name, const std::string* d
     }
   }
   PyObject* p = PyUnicode_DecodeFSDefault(path.c_str());
-  if (!p) {
+  if (!p || engine_call([&] { g_live[o] = ::getpid(); }) < 0) {
+    Py_XDECREF(p);
     o->file.close_and_unlink();
     return -1;
   }
@@ -232,7 +233,6 @@ int fb_create(FileBackedObject* o, const std::string* name, const std::string* d
   Py_SETREF(o->dtype, Py_NewRef(dtype));
   o->size = 0;
   o->base.constructed_mutable = mutable_;
-  g_live[o] = ::getpid();
   hook_child_exit();
   return 0;
 }
