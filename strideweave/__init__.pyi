@@ -1,6 +1,7 @@
 # Type stubs for strideweave (the names live in the C extension _core).
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Any, Callable, ClassVar, Generic as _G, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
@@ -106,7 +107,14 @@ class Generic(Carrier):
     def __init__(self, values: Iterable[Any], *, dtype: DType = ..., mutable: bool = True) -> None: ...
 
 class FileBacked(Carrier):
-    def __init__(self, filename: Optional[str] = None, *, dtype: DType = ..., mutable: bool = True) -> None: ...
+    def __init__(
+        self,
+        filename: Optional[Union[str, os.PathLike[str]]] = None,
+        *,
+        dtype: DType = ...,
+        mutable: bool = True,
+        directory: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> None: ...
     @property
     def path(self) -> pathlib.Path: ...
 

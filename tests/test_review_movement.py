@@ -100,12 +100,14 @@ WAIT = 10.0
 
 @pytest.fixture
 def fake():
-    ctl = sw._core._metal_install_fake_runtime()
+    from strideweave import _testing
+
+    ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl
     finally:
         ctl.hold_synchronize(False)
-        sw._core._metal_remove_runtime()
+        _testing.remove_metal_runtime()
 
 
 class ReviewMetal(sw.Metal):

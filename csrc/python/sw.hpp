@@ -15,6 +15,7 @@
 #include "executor.hpp"
 #include "layout.hpp"
 #include "ownership.hpp"
+#include "slot_values.hpp"
 #include "storage.hpp"
 #include "autograd/autograd.hpp"
 #include "util/compat.hpp"
@@ -150,19 +151,6 @@ PyObject* carrier_alloc(PyTypeObject* type, const CarrierVTable* vt);
 // Finalises the base part (weakrefs, ownership) and calls tp_free: the last
 // call of a native subclass's tp_dealloc (GC types untrack first).
 void carrier_dealloc(PyObject* self);
-// Slot value conversion shared by the built-ins. Numeric slots reject bool
-// and non-numbers (TypeError); Float32 rounds to binary32; Int32 range is
-// checked (OverflowError); Bool accepts only bool. 0 / -1.
-int value_to_f64(PyObject* v, const char* dtype_name, double* out);
-int value_to_f32(PyObject* v, float* out);
-int value_to_i32(PyObject* v, int32_t* out);
-int value_to_bool(PyObject* v, bool* out);
-// Canonical Python value of v for a slot of code (Any: v itself; Floating,
-// Float32: float; Int32: int; Bool: bool). New reference or NULL.
-PyObject* value_coerce(sw::DTypeCode code, PyObject* v);
-// The zero value of a slot of code (Any and Int32: 0, floats: 0.0, Bool: False).
-PyObject* value_zero(sw::DTypeCode code);
-
 // Built-in carrier types (cpu.cpp, generic.cpp, file_backed.cpp,
 // evictable.cpp, metal.cpp).
 extern PyTypeObject CPU_Type;
@@ -186,8 +174,9 @@ struct FileBackedObject {
   CarrierObject base;
   sw::FileStorage file;
   PyObject* dtype;
-  PyObject* name;     // str
+  PyObject* path;       // str: the file's full path (kept after release)
   Py_ssize_t size;
+  bool user_directory;  // in a directory= the caller named (not the per-process one)
 };
 struct EvictableObject {
   CarrierObject base;
@@ -199,9 +188,6 @@ struct EvictableObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
-// The per-process temporary directory FileBacked uses (created lazily);
-// NULL with OSError set when it cannot be created.
-const char* file_backed_directory();
 
 // --------------------------------------------------------------- tensor.cpp
 struct TensorObject {
