@@ -4,9 +4,29 @@
 // result object, or raises the same exception object, on every call.
 #include <chrono>
 
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "await_object.hpp"
+#include "move/move.hpp"
+#include "module.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
+#include "util/scopes.hpp"
+#include "clock.hpp"
+#include "executor.hpp"
 
 namespace swpy {
+
+// The terminal outcome is written once, with the GIL held, before the
+// completion is set, so a waiter that sees it set reads a stable result/error.
+struct AwaitObject {
+  PyObject_HEAD
+  PyObject* weakreflist;
+  sw::Completion* completion;  // owned
+  PyObject* result;            // terminal value on success
+  PyObject* error;             // terminal exception instance on failure
+};
 
 namespace {
 

@@ -12,7 +12,15 @@
 #include <cmath>
 #include <cstring>
 
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "extension/extension_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 

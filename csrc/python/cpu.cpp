@@ -4,9 +4,21 @@
 #include <cstring>
 #include <new>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
+
+// Native host storage of a CPU carrier (for kernels and DLPack).
+struct CPUObject {
+  CarrierObject base;
+  sw::AlignedBuffer buffer;
+  Py_ssize_t size;
+  sw::DTypeCode dtype;
+};
 
 namespace {
 

@@ -8,7 +8,11 @@
 // its lifetime.
 #include <cstring>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "module.hpp"
 
 #include "dlpack_export.hpp"
 

@@ -17,7 +17,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 #include "temp_directory.hpp"
 
 namespace swpy {

@@ -5,9 +5,19 @@
 // carrier.
 #include <new>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
+
+struct GenericObject {
+  CarrierObject base;
+  PyObject* values;   // list
+  PyObject* dtype;
+};
 
 namespace {
 

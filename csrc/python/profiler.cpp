@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "sw.hpp"
+#include "carrier_object.hpp"
+#include "profiler_api.hpp"
+#include "module.hpp"
 
 namespace swpy {
 

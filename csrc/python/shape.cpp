@@ -17,7 +17,8 @@
 #include <new>
 #include <string>
 
-#include "sw.hpp"
+#include "layout_object.hpp"
+#include "module.hpp"
 
 namespace swpy {
 

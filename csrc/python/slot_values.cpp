@@ -4,6 +4,7 @@
 
 #include "util/errors.hpp"
 #include "util/ref.hpp"
+#include "carrier_object.hpp"
 
 namespace swpy {
 

@@ -1,5 +1,13 @@
 // Tensor: a view (offset + layout) into a carrier, with its autograd slots.
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
 
 namespace swpy {
 

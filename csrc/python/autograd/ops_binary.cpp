@@ -6,6 +6,12 @@
 // OverflowError on both storage paths; an Int32 tensor multiplies only by an
 // int.
 #include "autograd/ops_support.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 

@@ -3,6 +3,13 @@
 #include "autograd/ops_support.hpp"
 
 #include <cstdio>
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 

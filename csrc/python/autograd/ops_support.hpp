@@ -19,6 +19,9 @@
 
 #include "autograd/internal.hpp"
 #include "kernels.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 

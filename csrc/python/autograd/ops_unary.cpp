@@ -7,6 +7,10 @@
 #include <cmath>
 
 #include "autograd/ops_support.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "util/ref.hpp"
 
 namespace swpy::ops {
 
