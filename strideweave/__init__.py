@@ -15,5 +15,17 @@ if _build:
 from . import _core  # noqa: E402
 from ._core import *  # noqa: E402,F401,F403
 
-__version__ = "0.1.0"
+try:
+    # Generated from meson.build's project(version:), installed beside _core
+    # (and found in the build directory in the STRIDEWEAVE_BUILD dev mode).
+    from ._version import version as __version__  # noqa: E402
+except ImportError:  # a source tree without a build: ask the installed metadata
+    from importlib import metadata as _metadata
+
+    try:
+        __version__ = _metadata.version("strideweave")
+    except _metadata.PackageNotFoundError:
+        __version__ = "0+unknown"
+    del _metadata
+
 from ._profiler import Profiler, ProfilerAverage, ProfilerEvent, profile  # noqa: E402,F401
