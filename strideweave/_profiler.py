@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterable, Literal, Optional, Union
 
 from ._core import _ProfileSession
 
@@ -61,7 +61,7 @@ class profile:
     shapes of operation events.
     """
 
-    def __init__(self, *, carriers=None, record_shapes: bool = False):
+    def __init__(self, *, carriers: Union[type, Iterable[type], None] = None, record_shapes: bool = False) -> None:
         self._session = _ProfileSession(carriers=carriers, record_shapes=bool(record_shapes))
         self._entered = False
 
@@ -70,7 +70,7 @@ class profile:
         self._entered = True
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self._session._exit()
         return False
 
