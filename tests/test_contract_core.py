@@ -5,9 +5,6 @@ boundary for every rejecting operation, the representation validation and
 the introspectable __dlpack__ signature."""
 import gc
 import inspect
-import os
-import subprocess
-import sys
 import weakref
 
 import pytest
@@ -15,20 +12,13 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
+from conftest import run_python
+
 F32, I32 = DType.Float32, DType.Int32
 
 
 def lay(*extents):
     return Layout.canonical(Shape(*extents))
-
-
-def child_env():
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    return env
 
 
 # ------------------------------------------------------------ 0. package shape
@@ -48,8 +38,7 @@ def test_import_does_not_import_numpy(tmp_path):
     code = ("import sys, strideweave, strideweave.core, strideweave.carriers.move, "
             "strideweave.carriers.extension, strideweave.carriers.tiled_evictable\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy'))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(), capture_output=True,
-                       text=True, timeout=120)
+    r = run_python(code, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
