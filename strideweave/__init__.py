@@ -15,17 +15,26 @@ if _build:
 from . import _core  # noqa: E402
 from ._core import *  # noqa: E402,F401,F403
 
-try:
-    # Generated from meson.build's project(version:), installed beside _core
-    # (and found in the build directory in the STRIDEWEAVE_BUILD dev mode).
-    from ._version import version as __version__  # noqa: E402
-except ImportError:  # a source tree without a build: ask the installed metadata
-    from importlib import metadata as _metadata
 
+def _read_version() -> str:
     try:
-        __version__ = _metadata.version("strideweave")
-    except _metadata.PackageNotFoundError:
-        __version__ = "0+unknown"
-    del _metadata
+        # Generated from meson.build's project(version:), installed beside
+        # _core (and found in the build directory in the STRIDEWEAVE_BUILD
+        # dev mode).
+        from ._version import version
 
-from ._profiler import Profiler, ProfilerAverage, ProfilerEvent, profile  # noqa: E402,F401
+        return version
+    except ImportError:  # a source tree without a build: the installed metadata
+        from importlib import metadata
+
+        try:
+            return metadata.version("strideweave")
+        except metadata.PackageNotFoundError:
+            return "0+unknown"
+
+
+__version__ = _read_version()
+
+# `X as X`: explicit re-exports for type checkers (no implicit re-export).
+from ._profiler import Profiler as Profiler, ProfilerAverage as ProfilerAverage  # noqa: E402
+from ._profiler import ProfilerEvent as ProfilerEvent, profile as profile  # noqa: E402
