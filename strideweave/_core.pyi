@@ -59,6 +59,9 @@ class CompoundDType(DType):
 
 @final
 class Shape:
+    # Compared by value and unhashable (tp_richcompare without tp_hash).
+    def __eq__(self, other: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     def __new__(cls, *items: Union[int, Iterable[Any], Shape]) -> Shape: ...
     @property
     def top_level(self) -> _IntTree: ...
@@ -75,6 +78,9 @@ class Shape:
 
 @final
 class Stride:
+    # Compared by value and unhashable (tp_richcompare without tp_hash).
+    def __eq__(self, other: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     def __new__(cls, *items: Union[int, Iterable[Any], Stride]) -> Stride: ...
     @property
     def top_level(self) -> _IntTree: ...
@@ -89,6 +95,9 @@ class Stride:
 
 @final
 class Layout:
+    # Compared by value and unhashable (tp_richcompare without tp_hash).
+    def __eq__(self, other: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     def __new__(cls, shape: Shape, stride: Stride) -> Layout: ...
     @property
     def shape(self) -> Shape: ...
