@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pathlib
 from types import TracebackType
-from typing import Any, Callable, ClassVar, Generic as _Generic, Iterable, Iterator, Literal, Optional, Sequence, TypeVar, Union, overload
+from typing import Any, Callable, ClassVar, Generic as _Generic, Iterable, Iterator, Literal, Optional, Protocol, Sequence, TypeVar, Union, overload
 
 from typing_extensions import disjoint_base, final
 
@@ -416,13 +416,20 @@ class TransferRequest:
     def physical_span(self) -> int: ...
 
 class ProviderCompletion:
+    # A base to subclass; subclasses add `done`. submit() may also return any
+    # object of the _CompletionLike shape (API.md: a bool done and wait()).
+    def wait(self) -> None: ...
+
+class _CompletionLike(Protocol):
+    @property
+    def done(self) -> bool: ...
     def wait(self) -> None: ...
 
 @final
 class PreparedTransfer:
-    def __new__(cls, submit: Callable[[], Optional[ProviderCompletion]]) -> PreparedTransfer: ...
+    def __new__(cls, submit: Callable[[], Optional[_CompletionLike]]) -> PreparedTransfer: ...
     @property
-    def submit(self) -> Callable[[], Optional[ProviderCompletion]]: ...
+    def submit(self) -> Callable[[], Optional[_CompletionLike]]: ...
 
 @final
 class Unsupported:
