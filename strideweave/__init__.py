@@ -16,7 +16,29 @@ from . import _core  # noqa: E402
 from .carriers import extension as _extension  # noqa: E402,F401  (installs the extension records into _core)
 from ._core import *  # noqa: E402,F401,F403
 
-__version__ = "0.1.0"
-from ._profiler import Profiler, ProfilerAverage, ProfilerEvent, profile  # noqa: E402,F401
-from .carriers.tiled_evictable import (  # noqa: E402,F401
-    ResidencyPlan, ResidencyPolicy, TiledEvictable, TileSelection, TileSet, TileState)
+
+def _read_version() -> str:
+    try:
+        # Generated from meson.build's project(version:), installed beside
+        # _core (and found in the build directory in the STRIDEWEAVE_BUILD
+        # dev mode).
+        from ._version import version
+
+        return version
+    except ImportError:  # a source tree without a build: the installed metadata
+        from importlib import metadata
+
+        try:
+            return metadata.version("strideweave")
+        except metadata.PackageNotFoundError:
+            return "0+unknown"
+
+
+__version__ = _read_version()
+
+# `X as X`: explicit re-exports for type checkers (no implicit re-export).
+from ._profiler import Profiler as Profiler, ProfilerAverage as ProfilerAverage  # noqa: E402
+from ._profiler import ProfilerEvent as ProfilerEvent, profile as profile  # noqa: E402
+from .carriers.tiled_evictable import ResidencyPlan as ResidencyPlan, ResidencyPolicy as ResidencyPolicy  # noqa: E402
+from .carriers.tiled_evictable import TiledEvictable as TiledEvictable, TileSelection as TileSelection  # noqa: E402
+from .carriers.tiled_evictable import TileSet as TileSet, TileState as TileState  # noqa: E402

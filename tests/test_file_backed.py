@@ -1,37 +1,20 @@
 """FileBacked carrier (API.md 3.2)."""
 import gc
 import json
-import os
 import pathlib
 import struct
-import subprocess
-import sys
-import textwrap
 import weakref
 
 import pytest
 
-import strideweave
 from strideweave import DType, FileBacked, Generic
 
-# The child imports the same strideweave the tests import (installed wheel
-# or source tree + STRIDEWEAVE_BUILD), whatever the current directory holds.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(strideweave.__file__)))
+from conftest import run_python as shared_run_python
 
 
 def run_python(code, env_extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-P", "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    # -P: the child's own folder never shadows the imported package.
+    return shared_run_python(code, flags=["-P"], env=env_extra)
 
 
 def grown(n, **kw):

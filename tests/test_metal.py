@@ -8,7 +8,7 @@ import pytest
 import strideweave as sw
 from strideweave import _testing
 from strideweave.carriers import move as move_mod
-from _move_support import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
+from conftest import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
 
 _core = sw._core
 OPS = {

@@ -423,7 +423,8 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
 
   dl::ExportSpec spec;
   spec.data = reinterpret_cast<void*>(pointer);
-  spec.device = DLDevice{device.type, device.id};
+  // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
+  spec.device = DLDevice{static_cast<DLDeviceType>(device.type), device.id};
   spec.dtype = dtype;
   spec.byte_offset = static_cast<uint64_t>(t->offset) * static_cast<uint64_t>(sw::itemsize(code));
   spec.leaves = layout.leaves();
