@@ -643,17 +643,28 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ direct operations (hooks)
 
-    def _operand(self, tensor) -> Tensor:
+    def _check_operand(self, tensor) -> None:
+        """The validation half of ``_operand`` (TypeError, RuntimeError when
+        released, ValueError unless tile-footprint compatible): a native
+        direct operation validates every operand before reading any tile."""
+        self._full_tensor_arg(tensor, "operand")
+
+    def _operand(self, tensor, purpose: str = "operation") -> Tensor:
         """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
         primary-class carrier holding every tile's value (a compatible Layout
         reaches exactly the carrier's slots, so copying the physical tiles
         preserves every logical value). The hook a native direct operation
         (add, mul, relu, reduce_sum on a full TiledEvictable Tensor) calls to
-        obtain its dense operand; it records no autograd node."""
+        obtain its dense operand, with purpose ``"operation"`` in forward and
+        ``"backward"`` when a backward reads the saved input's values; it
+        records no autograd node. A tile under a pending residency request
+        raises RuntimeError (wait() for that request first)."""
+        if purpose not in ("operation", "backward"):
+            raise ValueError(f"_operand() purpose must be 'operation' or 'backward', not {purpose!r}")
         self._full_tensor_arg(tensor, "operand")
         st = self._st
         everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = self._consult_policy(everything, "operation")
+        plan = self._consult_policy(everything, purpose)
         handle = _h.new_handle("projection")
         with st.lock:
             self._check_live()

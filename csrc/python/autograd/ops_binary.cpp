@@ -63,7 +63,8 @@ PyObject* Add_forward(PyObject*, PyObject* args) {
   PyObject *x, *y;
   if (!PyArg_UnpackTuple(args, "add", 2, 2, &x, &y)) return nullptr;
   Operand a, b;
-  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0)
+  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0 ||
+      ready_operands(&a, &b, "add") < 0)
     return nullptr;
   return binary_forward(Binary::Add, a, b, "add");
 }
@@ -76,8 +77,8 @@ PyObject* Add_backward(PyObject* self, PyObject* g) {
   PyObject* a = PyTuple_GET_ITEM(in, 0);
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Ref ga, gb;
-  if (differentiable(a) && !(ga = Ref::steal(reduce_to(go, a, "add")))) return nullptr;
-  if (differentiable(b) && !(gb = Ref::steal(reduce_to(go, b, "add")))) return nullptr;
+  if (differentiable(a) && !(ga = Ref::steal(input_gradient(a, reduce_to(go, a, "add"), "add")))) return nullptr;
+  if (differentiable(b) && !(gb = Ref::steal(input_gradient(b, reduce_to(go, b, "add"), "add")))) return nullptr;
   return pair_or_none(ga.release(), gb.release());
 }
 
@@ -148,9 +149,11 @@ PyObject* Mul_forward(PyObject* self, PyObject* args) {
                    Py_TYPE(y)->tp_name);
       return nullptr;
     }
+    if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
     return scalar_forward(self, a, y);
   }
-  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0) return nullptr;
+  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0 || ready_operands(&a, &b, "mul") < 0)
+    return nullptr;
   Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
   return binary_forward(Binary::Mul, a, b, "mul");
 }
@@ -216,14 +219,19 @@ PyObject* Mul_backward(PyObject* self, PyObject* g) {
   PyObject* a = PyTuple_GET_ITEM(in, 0);
   if (s) {
     if (!differentiable(a)) return single(Py_NewRef(Py_None));
-    return single(mul_grad(go, a, nullptr, s));
+    return single(input_gradient(a, mul_grad(go, a, nullptr, s), "mul"));
   }
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Operand ao, bo;
-  if (saved_operand(a, "mul", &ao) < 0 || saved_operand(b, "mul", &bo) < 0) return nullptr;
+  // A tiled input's values are read (materialized) only when the other
+  // input's gradient needs them.
+  const bool da = differentiable(a), db = differentiable(b);
+  if ((db ? saved_values(a, "mul", &ao) : saved_operand(a, "mul", &ao)) < 0 ||
+      (da ? saved_values(b, "mul", &bo) : saved_operand(b, "mul", &bo)) < 0)
+    return nullptr;
   Ref ga, gb;
-  if (differentiable(a) && !(ga = Ref::steal(mul_grad(go, a, &bo, nullptr)))) return nullptr;
-  if (differentiable(b) && !(gb = Ref::steal(mul_grad(go, b, &ao, nullptr)))) return nullptr;
+  if (da && !(ga = Ref::steal(input_gradient(a, mul_grad(go, a, &bo, nullptr), "mul")))) return nullptr;
+  if (db && !(gb = Ref::steal(input_gradient(b, mul_grad(go, b, &ao, nullptr), "mul")))) return nullptr;
   return pair_or_none(ga.release(), gb.release());
 }
 
