@@ -394,3 +394,87 @@ def test_a_pending_residency_request_is_a_conflict_not_a_wait(gate):
     r = sw.mul(t, 2.0)
     assert dense_values(r).tolist() == [2.0, -4.0, 6.0, -8.0]
     assert type(r.carrier) is GatePrimary
+
+
+# ------------------------------------------------------------------ gradient hand-off and accumulation
+
+def test_the_node_hands_a_tiled_gradient_with_zero_tiles_implicit():
+    te, t, slots = mixed()
+    r = sw.relu(t)
+    ones = sw.Tensor(cpu_of(np.ones(24)), 0, r.layout)
+    (g,) = r.autograd_ctx.backward(ones)
+    assert type(g.carrier) is TiledEvictable and g.carrier is not te and g.layout == t.layout
+    locs = [s.location for s in states(g.carrier)]
+    assert locs == ["implicit", "implicit", "primary", "primary", "implicit", "implicit"]
+    np.testing.assert_array_equal(dense_values(g), (logical(t, slots) > 0).astype(np.float32))
+
+
+def test_accumulation_is_tile_by_tile_never_slot_by_slot(monkeypatch):
+    te, t, slots = mixed()
+    x = logical(t, slots)
+    s = sw.add(sw.reduce_sum(sw.mul(t, 3.0)), sw.reduce_sum(sw.relu(t)))
+    part = te.project(t, TileSelection([[1, 2], [1]])).wait()  # tiles (1, 1), (2, 1): ordinals 4 and 5
+    s = sw.add(s, sw.reduce_sum(part))
+
+    def boom(*a, **k):
+        raise AssertionError("gradient slots were read one by one")
+
+    monkeypatch.setattr(TiledEvictable, "_read_slot", boom)
+    monkeypatch.setattr(TiledEvictable, "new_like", boom)
+    s.backward()
+    monkeypatch.undo()
+    want = 3.0 + (x > 0)
+    ords = np.array([t.layout.index(k) // 4 for k in range(24)])  # tile ordinal of each element
+    want = want + np.isin(ords, [4, 5])
+    np.testing.assert_allclose(dense_values(t.grad), want)
+    assert type(t.grad.carrier) is TiledEvictable
+
+
+def test_dense_and_tiled_contributions_sum_into_one_tiled_gradient():
+    class Twice(sw.Operation):
+        """Hands its input a dense CPU gradient of 2 (a user-defined node)."""
+
+        def _forward(self, x):
+            return sw.Tensor(cpu_of([0.0]), 0, sw.Layout(sw.Shape([]), sw.Stride([])))
+
+        def backward(self, g):
+            (x,) = self.inputs()
+            return (sw.Tensor(cpu_of(np.full(24, 2.0)), 0, x.layout),)
+
+    te = TiledEvictable(sw.CPU(0), sw.FileBacked(dtype=F32), GRID, TILE)  # all implicit zero
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    s = sw.add(Twice().forward(t), sw.reduce_sum(sw.relu(t)))  # relu of zeros: zero gradient
+    s.backward()
+    assert dense_values(t.grad).tolist() == [2.0] * 24
+    s2 = sw.reduce_sum(sw.relu(t))
+    s2.backward()  # adds an all-zero (implicit) tiled gradient to the earlier one
+    assert dense_values(t.grad).tolist() == [2.0] * 24
+
+
+def test_generic_primary_gradients():
+    te = TiledEvictable(sw.Generic([1.0, -2.0, 3.0, -4.0], dtype=F32), sw.Generic([], dtype=F32), (2,), (2,))
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    sw.reduce_sum(sw.add(sw.mul(t, t), sw.relu(t))).backward()
+    assert type(t.grad.carrier) is TiledEvictable and type(t.grad.carrier.primary) is sw.Generic
+    assert dense_values(t.grad).tolist() == [3.0, -4.0, 7.0, -8.0]
+
+
+def test_operand_errors_of_the_other_argument_come_before_any_tile_is_read():
+    class Recording:
+        calls = []
+
+        def plan(self, required, purpose):
+            self.calls.append(purpose)
+            return ResidencyPlan()
+
+    te, t, _ = mixed(policy=Recording())
+    wrong = sw.Tensor(cpu_of(np.ones(5)), 0, sw.Layout(sw.Shape([5]), sw.Stride([1])))
+    with pytest.raises(ValueError, match="broadcast"):
+        sw.add(t, wrong)
+    with pytest.raises(TypeError, match="expects a Tensor or a Python int/float"):
+        sw.mul(t, "2")
+    c = sw.CPU(4, dtype=sw.DType.Int32)
+    ti = TiledEvictable(c, sw.CPU(0, dtype=sw.DType.Int32), (2,), (2,), residency_policy=Recording())
+    with pytest.raises(TypeError, match="only by an int"):
+        sw.mul(sw.Tensor(ti, 0, ti.canonical_layout()), 2.5)
+    assert Recording.calls == []

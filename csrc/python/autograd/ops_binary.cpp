@@ -31,10 +31,11 @@ int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::Layou
 
 enum class Binary { Add, Mul };
 
-PyObject* binary_forward(Binary kind, const Operand& a, const Operand& b, const char* op) {
+PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
   sw::Layout out;
   Leaves la, lb;
-  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0) return nullptr;
+  // Shapes are checked before a tiled operand's tiles are read.
+  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0 || ready_operands(&a, &b, op) < 0) return nullptr;
   const int64_t n = out.size();
   if (a.host && b.host)
     return host_forward(op, a, out, [&](void* data) {
@@ -63,8 +64,7 @@ PyObject* Add_forward(PyObject*, PyObject* args) {
   PyObject *x, *y;
   if (!PyArg_UnpackTuple(args, "add", 2, 2, &x, &y)) return nullptr;
   Operand a, b;
-  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0 ||
-      ready_operands(&a, &b, "add") < 0)
+  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0)
     return nullptr;
   return binary_forward(Binary::Add, a, b, "add");
 }
@@ -101,12 +101,13 @@ int scalar_value(DTypeCode dtype, PyObject* s, double* sd, long long* si) {
   return 0;
 }
 
-PyObject* scalar_forward(PyObject* self, const Operand& a, PyObject* s) {
+PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
   if (a.dtype == DTypeCode::Int32 && !PyLong_Check(s)) {
     PyErr_Format(PyExc_TypeError, "mul(): an Int32 tensor multiplies only by an int, not %.100s",
                  Py_TYPE(s)->tp_name);
     return nullptr;
   }
+  if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
   Py_XSETREF(reinterpret_cast<MulOperationObject*>(self)->scalar, Py_NewRef(s));
   sw::Layout out;
   if (forward_call("mul", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
@@ -149,11 +150,9 @@ PyObject* Mul_forward(PyObject* self, PyObject* args) {
                    Py_TYPE(y)->tp_name);
       return nullptr;
     }
-    if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
     return scalar_forward(self, a, y);
   }
-  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0 || ready_operands(&a, &b, "mul") < 0)
-    return nullptr;
+  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0) return nullptr;
   Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
   return binary_forward(Binary::Mul, a, b, "mul");
 }

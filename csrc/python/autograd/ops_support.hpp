@@ -80,11 +80,12 @@ int saved_operand(PyObject* t, const char* op, Operand* o);
 // True when c is a TiledEvictable. Cheap for CPU and Generic carriers.
 bool is_tiled_carrier(PyObject* c);
 // Completes compute_operand for a carrier that is neither host memory nor
-// Generic: 1 when it is a TiledEvictable (o->tiled, o->cls set), 0 when not,
-// -1 with an exception.
+// Generic: 1 when it is a TiledEvictable whose tensor passes the
+// tile-footprint rule (ValueError otherwise; o->tiled, o->cls set), 0 when
+// not tiled, -1 with an exception.
 int tiled_operand(const char* op, Operand* o);
-// Validates every tiled operand of the operation (tile-footprint rule,
-// ValueError), then materializes each; b may be NULL. 0 / -1.
+// Materializes the tiled operands once the operation has validated
+// everything; b may be NULL. 0 / -1.
 int ready_operands(Operand* a, Operand* b, const char* op);
 // saved_operand for a backward that reads values: a tiled input is
 // materialized (purpose "backward").

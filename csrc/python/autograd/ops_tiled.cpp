@@ -38,10 +38,10 @@ PyTypeObject* tiled_class() {
 
 // Calls the carrier's hook; its exception gets "op(): " before the message.
 PyObject* call_hook(const char* op, const char* what, PyObject* carrier, const char* hook, PyObject* a,
-                    PyObject* b = nullptr) {
+                    PyObject* b = nullptr, PyObject* c = nullptr) {
   Ref name = Ref::steal(PyUnicode_FromString(hook));
   if (!name) return nullptr;
-  Ref r = Ref::steal(PyObject_CallMethodObjArgs(carrier, name.get(), a, b, nullptr));
+  Ref r = Ref::steal(PyObject_CallMethodObjArgs(carrier, name.get(), a, b, c, nullptr));
   if (!r) {
     if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context(op, what);
     return nullptr;
@@ -81,6 +81,41 @@ int materialize(Operand* o, const char* op, const char* what, const char* purpos
   return 0;
 }
 
+// The ordinals of the tiles whose gradient slots are all zero, as a tuple,
+// for a Float32 host gradient at offset 0 (its layout is the tiled input's,
+// so tile k owns slots [k*T, (k+1)*T)); None when that cannot be read here.
+PyObject* zero_tiles(PyObject* te, PyObject* g) {
+  TensorObject* gt = as_tensor(g);
+  const float* data = static_cast<const float*>(carrier_host_data(gt->carrier));
+  if (!data || gt->offset != 0 || dtype_code(gt->dtype) != DTypeCode::Float32) Py_RETURN_NONE;
+  Ref shape = Ref::steal(PyObject_GetAttrString(te, "tile_shape"));
+  if (!shape) return nullptr;
+  Ref items = Ref::steal(PySequence_Tuple(shape.get()));
+  if (!items) return nullptr;
+  Py_ssize_t tile = 1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
+    const Py_ssize_t e = PyLong_AsSsize_t(PyTuple_GET_ITEM(items.get(), i));
+    if (e == -1 && PyErr_Occurred()) return nullptr;
+    if (e <= 0) Py_RETURN_NONE;
+    tile *= e;
+  }
+  const Py_ssize_t slots = carrier_size(gt->carrier);
+  if (slots < 0) return nullptr;
+  const int64_t cos = layout_of(gt->layout).cosize();
+  if (cos > slots || cos % tile != 0) Py_RETURN_NONE;
+  Ref out = Ref::steal(PyList_New(0));
+  if (!out) return nullptr;
+  for (int64_t k = 0; k < cos / tile; ++k) {
+    const float* p = data + k * tile;
+    bool zero = true;
+    for (Py_ssize_t j = 0; j < tile && zero; ++j) zero = p[j] == 0.0f;
+    if (!zero) continue;
+    Ref n = Ref::steal(PyLong_FromLongLong(k));
+    if (!n || PyList_Append(out.get(), n.get()) < 0) return nullptr;
+  }
+  return PyList_AsTuple(out.get());
+}
+
 }  // namespace
 
 bool is_tiled_carrier(PyObject* c) {
@@ -107,12 +142,13 @@ int tiled_operand(const char* op, Operand* o) {
   }
   o->tiled = o->carrier;
   o->cls = cls;
-  return 1;
+  // The tile-footprint rule, before the other operand is even looked at.
+  return check_tiled(*o, op) < 0 ? -1 : 1;
 }
 
 int ready_operands(Operand* a, Operand* b, const char* op) {
-  // Every operand is validated before any tile is read or moved.
-  if (check_tiled(*a, op) < 0 || (b && check_tiled(*b, op) < 0)) return -1;
+  // compute_operand validated every operand (check_tiled); the operation
+  // checked what it checks; only now are tiles read.
   PyObject* a_source = a->tensor;
   if (a->tiled && !a->dense && materialize(a, op, "(): ", "operation") < 0) return -1;
   if (!b || !b->tiled || b->dense) return 0;
@@ -145,7 +181,9 @@ PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op) {
   if (!g) return nullptr;
   PyObject* c = as_tensor(x)->carrier;
   if (!is_tiled_carrier(c)) return g.release();
-  return call_hook(op, " backward: ", c, "_gradient", x, g.get());
+  Ref zeros = Ref::steal(zero_tiles(c, g.get()));
+  if (!zeros) return nullptr;
+  return call_hook(op, " backward: ", c, "_gradient", x, g.get(), zeros.get());
 }
 
 }  // namespace swpy::ops
