@@ -300,6 +300,12 @@ def test_backward_after_release_is_a_runtime_error():
     with pytest.raises(RuntimeError, match="released"):
         s.backward()
     assert y.grad is None
+    # a backward that reads no tile still hands out its tiled gradient
+    te2, t2, _ = mixed()
+    s2 = sw.reduce_sum(sw.mul(t2, 2.0))
+    te2.release()
+    s2.backward()
+    assert dense_values(t2.grad).tolist() == [2.0] * 24
 
 
 @pytest.mark.parametrize("layout", [
@@ -344,6 +350,18 @@ def test_pending_handles_are_not_tensor_operands(kind):
             call()
     with pytest.raises(TypeError):
         t + h
+    h.wait()
+
+
+def test_a_native_await_move_is_not_a_tensor_operand():
+    te, t, _ = mixed()
+    src = sw.Tensor(cpu_of(np.ones(24)), 0, sw.Layout.canonical(t.layout.shape))
+    h = sw.move_async(src, sw.FileBacked(dtype=F32))
+    assert isinstance(h, sw.AwaitMove)
+    for call in (lambda: sw.add(t, h), lambda: sw.mul(h, t), lambda: sw.mul(t, h), lambda: sw.relu(h),
+                 lambda: sw.reduce_sum(h)):
+        with pytest.raises(TypeError):
+            call()
     h.wait()
 
 
