@@ -1,5 +1,6 @@
-"""TiledEvictable tile copies between tiers and compact Tensors, and the
-visible autograd nodes of projection (gather) and scatter."""
+"""TiledEvictable tile copies between tiers and compact Tensors, the
+visible autograd nodes of projection (gather) and scatter, and the tile by
+tile accumulation of TiledEvictable gradients."""
 from __future__ import annotations
 
 from math import prod
@@ -214,43 +215,45 @@ def _sum_gradients(te, tensor: Tensor, grads) -> Optional[Tensor]:
     out = te._fresh_result(implicit=True)
     ost = out._st
     pairs = {}
-    for s, off in sources:
+    for src, off in sources:
         if off is None:
-            for c, tok in s.tokens_all():
+            for c, tok in src.tokens_all():
                 pairs[id(c)] = (c, tok)
-    scratch = None
-    with ost.lock:
-        prim = None
-        for k in range(st.N):
-            parts = []
-            for s, off in sources:
-                if off is not None:
-                    parts.append((s, off + k * T))
+    scratch: Optional[Carrier] = None
+    try:
+        with ost.lock:
+            prim = None
+            for k in range(st.N):
+                parts = []
+                for src, off in sources:
+                    if off is not None:
+                        parts.append((src, off + k * T))
+                        continue
+                    loc = src.loc[k]
+                    if loc == _IMPLICIT:
+                        continue
+                    if loc not in (_PRIMARY, _SECONDARY):
+                        raise RuntimeError(f"gradient tile {_tile_coord(k, st.grid)} is invalid: it holds no value")
+                    parts.append((src.primary if loc == _PRIMARY else src.secondary, k * T))
+                if not parts:
                     continue
-                loc = s.loc[k]
-                if loc == _IMPLICIT:
-                    continue
-                if loc not in (_PRIMARY, _SECONDARY):
-                    raise RuntimeError(f"gradient tile {_tile_coord(k, st.grid)} is invalid: it holds no value")
-                parts.append((s.primary if loc == _PRIMARY else s.secondary, k * T))
-            if not parts:
-                continue
-            if prim is None:
-                prim = out._ensure_tier(_PRIMARY)
-                for c, tok in ost.tokens_all():
-                    pairs[id(c)] = (c, tok)
-            with _Access(list(pairs.values())):
-                c0, o0 = parts[0]
-                _route_copy(c0, o0, prim, k * T, T)
-                for c, o in parts[1:]:
-                    if type(c) is not type(prim):
-                        if scratch is None:
-                            scratch = st.primary_proto.allocate_like(T)
-                        _route_copy(c, o, scratch, 0, T)
-                        c, o = scratch, 0
-                    s = _add(_flat_tile(prim, k * T, T), _flat_tile(c, o, T))
-                    _route_copy(s.carrier, s.offset, prim, k * T, T)
-            ost.loc[k], ost.dirty[k] = _PRIMARY, True
-    if scratch is not None:
-        scratch.release()
+                if prim is None:
+                    prim = out._ensure_tier(_PRIMARY)
+                    for c, tok in ost.tokens_all():
+                        pairs[id(c)] = (c, tok)
+                with _Access(list(pairs.values())):
+                    c0, o0 = parts[0]
+                    _route_copy(c0, o0, prim, k * T, T)
+                    for c, o in parts[1:]:
+                        if type(c) is not type(prim):
+                            if scratch is None:
+                                scratch = st.primary_proto.allocate_like(T)
+                            _route_copy(c, o, scratch, 0, T)
+                            c, o = scratch, 0
+                        summed = _add(_flat_tile(prim, k * T, T), _flat_tile(c, o, T))
+                        _route_copy(summed.carrier, summed.offset, prim, k * T, T)
+                ost.loc[k], ost.dirty[k] = _PRIMARY, True
+    finally:
+        if scratch is not None:
+            scratch.release()
     return Tensor(out, 0, layout)
