@@ -60,6 +60,7 @@ from .._core import AwaitProjection, AwaitResidency, Carrier, Evictable, Layout,
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
+from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
 from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _SECONDARY, _Access, _Request, _route_copy, _State,
@@ -643,17 +644,28 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ direct operations (hooks)
 
-    def _operand(self, tensor) -> Tensor:
+    def _check_operand(self, tensor) -> None:
+        """The validation half of ``_operand`` (TypeError, RuntimeError when
+        released, ValueError unless tile-footprint compatible): a native
+        direct operation validates every operand before reading any tile."""
+        self._full_tensor_arg(tensor, "operand")
+
+    def _operand(self, tensor, purpose: str = "operation") -> Tensor:
         """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
         primary-class carrier holding every tile's value (a compatible Layout
         reaches exactly the carrier's slots, so copying the physical tiles
         preserves every logical value). The hook a native direct operation
         (add, mul, relu, reduce_sum on a full TiledEvictable Tensor) calls to
-        obtain its dense operand; it records no autograd node."""
+        obtain its dense operand, with purpose ``"operation"`` in forward and
+        ``"backward"`` when a backward reads the saved input's values; it
+        records no autograd node. A tile under a pending residency request
+        raises RuntimeError (wait() for that request first)."""
+        if purpose not in ("operation", "backward"):
+            raise ValueError(f"_operand() purpose must be 'operation' or 'backward', not {purpose!r}")
         self._full_tensor_arg(tensor, "operand")
         st = self._st
         everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = self._consult_policy(everything, "operation")
+        plan = self._consult_policy(everything, purpose)
         handle = _h.new_handle("projection")
         with st.lock:
             self._check_live()
@@ -694,24 +706,50 @@ class TiledEvictable(Carrier):
         req.seal()
         return handle.wait()
 
-    def _gradient(self, tensor, dense_grad) -> Tensor:
+    def _gradient(self, tensor, dense_grad, zero_tiles=None) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense
         cotangent with the same Layout (what ``_operand`` produced): a fresh
         TiledEvictable of this geometry and tier classes whose primary holds
-        the cotangent's slots (every tile primary-resident and dirty)."""
+        the cotangent's slots (primary-resident and dirty), except the tiles
+        whose ordinals ``zero_tiles`` lists (all-zero slots, found by the
+        caller), which stay valid implicit zero."""
         if not isinstance(dense_grad, Tensor) or dense_grad.layout != tensor.layout:
             raise ValueError("the dense gradient must have the operand's Layout")
         st = self._st
+        zero = set(zero_tiles or ())
         out = self._fresh_result(implicit=True)
         ost = out._st
         src = dense_grad.carrier
+        if len(zero) == st.N:
+            return Tensor(out, 0, tensor.layout)
+        T = st.T
         with ost.lock:
             prim = out._ensure_tier(_PRIMARY)
             with _Access(ost.tokens_all()):
-                _route_copy(src, dense_grad.offset, prim, 0, st.total)
-                for k in range(st.N):
-                    ost.loc[k], ost.dirty[k] = _PRIMARY, True
+                if not zero:
+                    _route_copy(src, dense_grad.offset, prim, 0, st.total)
+                k = 0
+                while k < st.N:
+                    if k in zero:
+                        k += 1
+                        continue
+                    run = k  # one copy per run of non-zero tiles
+                    while run < st.N and run not in zero:
+                        ost.loc[run], ost.dirty[run] = _PRIMARY, True
+                        run += 1
+                    if zero:
+                        _route_copy(src, dense_grad.offset + k * T, prim, k * T, (run - k) * T)
+                    k = run
         return Tensor(out, 0, tensor.layout)
+
+    def _sum_gradients(self, tensor, grads):
+        """Hook of the native gradient accumulation for a full tensor of this
+        carrier: the sum of ``grads`` as a fresh TiledEvictable-backed
+        Tensor in tensor's Layout, tile by tile (untouched tiles implicit
+        zero), or NotImplemented when a contribution does not fit (the
+        caller then sums value by value)."""
+        r = _sum_tile_gradients(self, tensor, grads)
+        return NotImplemented if r is None else r
 
     # ------------------------------------------------------------ scatter
 
