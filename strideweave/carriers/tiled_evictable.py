@@ -34,10 +34,10 @@ Design notes (decisions this first cut makes):
   telling the caller to ``wait()`` first.
 * Workers are daemon threads; at exit pending requests get at most 10 s,
   after a fork they fail in the child with RuntimeError ("pending at fork").
-* Completion handles: Python cannot create the native ``AwaitProjection`` /
-  ``AwaitResidency`` yet (see ``_tiled_handles``); until ``_core`` exposes a
-  factory, requests return stand-ins with the same ``done``/``wait()``
-  contract.
+* Completion handles are the native ``AwaitProjection`` / ``AwaitResidency``
+  / ``AwaitMove`` kinds, created and finished through private ``_core`` hooks
+  (see ``_tiled_handles``). Each tile transfer is profiled as a
+  ``move.submit`` / ``move.complete`` pair of its request.
 
 Expert routing (64 experts of 1024 x 1024 weights on disk, a router picks a
 few per step, the next step's experts prefetched while this step computes)::
@@ -56,7 +56,8 @@ from __future__ import annotations
 from math import prod
 from typing import List, Optional, Tuple
 
-from .._core import AwaitProjection, AwaitResidency, Carrier, Evictable, Layout, Tensor  # noqa: F401
+from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOperation, Evictable, Layout  # noqa: F401
+from .._core import Tensor
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
@@ -407,6 +408,11 @@ class TiledEvictable(Carrier):
         elif loc == _IMPLICIT:
             _route_copy(self._zeros(), 0, st.primary, k * st.T, st.T)
 
+    def _promote_source(self, loc: str) -> Carrier:
+        """The carrier a promotion from loc reads (profiling)."""
+        st = self._st
+        return st.secondary if loc == _SECONDARY else self._zeros()
+
     def _evict_copy(self, k: int) -> None:
         st = self._st
         _route_copy(st.primary, k * st.T, st.secondary, k * st.T, st.T)
@@ -461,9 +467,10 @@ class TiledEvictable(Carrier):
             req.commit = commit
             for k in moving:
                 if promote:
-                    req.submit(lambda k=k: self._promote_copy(k, before[k]))
+                    req.submit(lambda k=k: self._promote_copy(k, before[k]), self._promote_source(before[k]),
+                               st.primary)
                 elif st.dirty[k]:
-                    req.submit(lambda k=k: self._evict_copy(k))
+                    req.submit(lambda k=k: self._evict_copy(k), st.primary, st.secondary)
         req.seal()
         return handle
 
@@ -616,12 +623,14 @@ class TiledEvictable(Carrier):
             for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
                 if loc == _IMPLICIT:
                     if not fresh:
-                        req.submit(lambda j=j: _route_copy(st.zeros, 0, dest, j * st.T, st.T))
+                        req.submit(lambda j=j: _route_copy(st.zeros, 0, dest, j * st.T, st.T), st.zeros, dest)
                     continue
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, dest, j * st.T))
+                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, dest, j * st.T), tier, dest,
+                           None if geom.tile_is_canonical(c) else ElementwiseMoveOperation)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
+                           self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle
 
@@ -688,9 +697,10 @@ class TiledEvictable(Carrier):
                 if loc == _IMPLICIT:
                     continue  # the fresh destination is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T))
+                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T), tier, dest)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
+                           self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle.wait()
 
@@ -803,7 +813,7 @@ class TiledEvictable(Carrier):
                     with _Access(out_tokens):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
                                       tier if reduction == "add" else None, reduction == "add")
-                req.submit(job)
+                req.submit(job, compact.carrier, oprim)
         req.seal()
         return handle
 
