@@ -175,6 +175,7 @@ class _Request:
         self.commit: Callable[[], Any] = lambda: None
         self.grad_mode = is_grad_enabled()
         self.session = _h.active_session()  # the starting thread's profiler, if any
+        self.finalizers: List[Callable[[], Any]] = []  # run once at terminal, success or failure
 
     def submit(self, fn: Callable[[], None], src: Optional[Carrier] = None, dst: Optional[Carrier] = None,
                impl: Optional[type] = None) -> None:
@@ -241,6 +242,11 @@ class _Request:
                 for c, tok in self.claims:
                     try:
                         c._relinquish_ownership(tok)
+                    except Exception:
+                        pass
+                for fn in self.finalizers:
+                    try:
+                        fn()
                     except Exception:
                         pass
         if error is None:

@@ -587,16 +587,20 @@ class TiledEvictable(Carrier):
                                    "it holds no value to project")
             fresh = destination is None
             dest = st.primary_proto.allocate_like(need) if fresh else destination
+            # A caller's destination is written only at commit, from a fresh
+            # (zero-filled) staging carrier: a request that fails leaves it
+            # untouched, values and version (spec: no partial destination).
+            target = dest if fresh else st.primary_proto.allocate_like(need)
             claims = [(dest, dest._claim_ownership())]
             req = _Request(self, handle, reads=ords, claims=claims)
+            if not fresh:
+                req.finalizers.append(target.release)
             for k in ords:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
             locs = [st.loc[k] for k in ords]
             try:
                 promos = self._apply_plan_promotions(req, plan)
-                if not fresh and _IMPLICIT in locs:
-                    self._zeros()
             except BaseException:
                 self._abort(req)
                 raise
@@ -608,6 +612,8 @@ class TiledEvictable(Carrier):
                 for k in promos:
                     st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
                 self._apply_plan_evictions(plan, set())
+                if not fresh:
+                    _route_copy(target, 0, dest, 0, need)
                 result = Tensor(dest, 0, dense)
                 if want_grad:
                     node = _ProjectOperation(self, tensor, selection, geom, result)
@@ -622,11 +628,9 @@ class TiledEvictable(Carrier):
             req.commit = commit
             for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
                 if loc == _IMPLICIT:
-                    if not fresh:
-                        req.submit(lambda j=j: _route_copy(st.zeros, 0, dest, j * st.T, st.T), st.zeros, dest)
-                    continue
+                    continue  # the fresh target is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, dest, j * st.T), tier, dest,
+                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, target, j * st.T), tier, target,
                            None if geom.tile_is_canonical(c) else ElementwiseMoveOperation)
             for k in promos:
                 req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
