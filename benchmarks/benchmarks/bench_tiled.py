@@ -77,7 +77,7 @@ class TiledPrefetch:
     def track_hidden_percent(self):
         rows = []
         _, _, _, hidden = tc.prefetch_rows(lambda *a, **k: rows.append(a), self.te, self.w, self.steps, self.work,
-                                           3)
+                                           3, from_disk=True)
         return 100.0 * hidden
 
     track_hidden_percent.unit = "%"
