@@ -1,6 +1,7 @@
 // Native strided elementwise kernels (see kernels.hpp for the contract).
 #include "kernels.hpp"
 
+#include "layout_iter.hpp"
 #include "strided_copy.hpp"
 
 #include <array>
@@ -13,78 +14,13 @@ namespace sw::kernels {
 
 namespace {
 
-// The joint iteration space of K operands after dropping extent-1 leaves and
-// merging neighbours that are contiguous for every operand (so a compact
-// layout becomes one long unit-stride loop).
-template <size_t K>
-struct Plan {
-  bool empty = false;
-  std::vector<int64_t> extent;
-  std::vector<std::array<int64_t, K>> stride;
-};
-
-template <size_t K>
-Plan<K> make_plan(const std::array<const Leaves*, K>& ls) {
-  Plan<K> p;
-  const size_t n = ls[0]->size();
-  for (size_t k = 1; k < K; ++k) {
-    if (ls[k]->size() != n)
-      throw std::invalid_argument("kernel operands have different numbers of leaf modes");
-    for (size_t d = 0; d < n; ++d)
-      if ((*ls[k])[d].extent != (*ls[0])[d].extent)
-        throw std::invalid_argument("kernel operands have different extents at leaf " +
-                                    std::to_string(d));
-  }
-  for (size_t d = 0; d < n; ++d) {
-    const int64_t e = (*ls[0])[d].extent;
-    if (e <= 0) { p.empty = true; return p; }
-    if (e == 1) continue;
-    std::array<int64_t, K> s;
-    for (size_t k = 0; k < K; ++k) s[k] = (*ls[k])[d].stride;
-    if (!p.extent.empty()) {
-      const int64_t pe = p.extent.back();
-      const auto& ps = p.stride.back();
-      bool merge = true;
-      for (size_t k = 0; k < K; ++k)
-        if (s[k] != ps[k] * pe) { merge = false; break; }
-      if (merge) { p.extent.back() *= e; continue; }
-    }
-    p.extent.push_back(e);
-    p.stride.push_back(s);
-  }
-  return p;
-}
-
-// Calls f(idx) with the K scalar indices of every coordinate, first leaf
-// fastest.
+// Idempotent kernels (each coordinate writes a value determined by its
+// index tuple) may skip modes that are stride 0 for every operand; summing
+// kernels must visit them.
 template <size_t K, class F>
-void run(const Plan<K>& p, F&& f) {
-  if (p.empty) return;
-  std::array<int64_t, K> base{};
-  const size_t n = p.extent.size();
-  if (n == 0) { f(base); return; }
-  const int64_t e0 = p.extent[0];
-  const std::array<int64_t, K> s0 = p.stride[0];
-  std::vector<int64_t> coord(n, 0);
-  for (;;) {
-    std::array<int64_t, K> idx = base;
-    for (int64_t j = 0; j < e0; ++j) {
-      f(idx);
-      for (size_t k = 0; k < K; ++k) idx[k] += s0[k];
-    }
-    size_t d = 1;
-    for (; d < n; ++d) {
-      if (++coord[d] < p.extent[d]) {
-        for (size_t k = 0; k < K; ++k) base[k] += p.stride[d][k];
-        break;
-      }
-      for (size_t k = 0; k < K; ++k) base[k] -= p.stride[d][k] * (p.extent[d] - 1);
-      coord[d] = 0;
-    }
-    if (d == n) return;
-  }
+void each(const std::array<const Leaves*, K>& ls, Repeats repeats, F&& f) {
+  walk(joint_modes<K>(ls, repeats), f);
 }
-
 
 int32_t checked_i32(int64_t v) {
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
@@ -102,28 +38,12 @@ void binary(const void* a, const Leaves& la, const void* b, const Leaves& lb, vo
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
   T* po = static_cast<T*>(out);
-  auto plan = make_plan<3>({&la, &lb, &lo});
-  run(plan, [&](const std::array<int64_t, 3>& i) { po[i[2]] = op(pa[i[0]], pb[i[1]]); });
+  each<3>({&la, &lb, &lo}, Repeats::Skip, [&](const Indices<3>& i) { po[i[2]] = op(pa[i[0]], pb[i[1]]); });
 }
 
 }  // namespace
 
-Leaves compact_of(const Leaves& ls) {
-  Leaves out;
-  out.reserve(ls.size());
-  int64_t stride = 1;
-  for (const auto& m : ls) {
-    out.push_back({m.extent, stride});
-    stride *= m.extent;
-  }
-  return out;
-}
-
-int64_t element_count(const Leaves& leaves) {
-  int64_t n = 1;
-  for (const auto& m : leaves) n *= m.extent;
-  return n;
-}
+int64_t element_count(const Leaves& leaves) { return size_of(leaves); }
 
 bool supports(DTypeCode dtype) { return dtype == DTypeCode::Float32 || dtype == DTypeCode::Int32; }
 
@@ -143,7 +63,7 @@ void copy(DTypeCode dtype, const void* src, const Leaves& ls, void* dst, const L
 }
 
 void gather(DTypeCode dtype, const void* src, const Leaves& ls, void* dst) {
-  copy(dtype, src, ls, dst, compact_of(ls));
+  copy(dtype, src, ls, dst, compact(ls));
 }
 
 void add(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const Leaves& lb,
@@ -169,15 +89,13 @@ void mul(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const 
 }
 
 void mul_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo) {
-  auto plan = make_plan<2>({&la, &lo});
-  run(plan, [&](const std::array<int64_t, 2>& i) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
     out[i[1]] = static_cast<float>(static_cast<double>(a[i[0]]) * s);
   });
 }
 
 void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo) {
-  auto plan = make_plan<2>({&la, &lo});
-  run(plan, [&](const std::array<int64_t, 2>& i) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
     int64_t r;
     if (__builtin_mul_overflow(static_cast<int64_t>(a[i[0]]), s, &r))
       throw std::overflow_error("Int32 result out of range");
@@ -187,49 +105,52 @@ void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out,
 
 void relu(DTypeCode dtype, const void* x, const Leaves& lx, void* out, const Leaves& lo) {
   require_arith(dtype);
-  auto plan = make_plan<2>({&lx, &lo});
   if (dtype == DTypeCode::Float32) {
     const float* px = static_cast<const float*>(x);
     float* po = static_cast<float*>(out);
-    run(plan, [&](const std::array<int64_t, 2>& i) {
+    each<2>({&lx, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
       const float v = px[i[0]];
       po[i[1]] = (v > 0.0f || std::isnan(v)) ? v : 0.0f;
     });
   } else {
     const int32_t* px = static_cast<const int32_t*>(x);
     int32_t* po = static_cast<int32_t*>(out);
-    run(plan, [&](const std::array<int64_t, 2>& i) { po[i[1]] = px[i[0]] > 0 ? px[i[0]] : 0; });
+    each<2>({&lx, &lo}, Repeats::Skip, [&](const Indices<2>& i) { po[i[1]] = px[i[0]] > 0 ? px[i[0]] : 0; });
   }
 }
 
 void relu_backward(const float* g, const Leaves& lg, const float* x, const Leaves& lx, float* out,
                    const Leaves& lo) {
-  auto plan = make_plan<3>({&lg, &lx, &lo});
-  run(plan, [&](const std::array<int64_t, 3>& i) {
+  each<3>({&lg, &lx, &lo}, Repeats::Skip, [&](const Indices<3>& i) {
     out[i[2]] = x[i[1]] > 0.0f ? g[i[0]] : 0.0f;
   });
 }
 
 double sum_f32(const float* x, const Leaves& lx) {
-  auto plan = make_plan<1>({&lx});
   double acc = 0.0;
-  run(plan, [&](const std::array<int64_t, 1>& i) { acc += x[i[0]]; });
+  each<1>({&lx}, Repeats::Visit, [&](const Indices<1>& i) { acc += x[i[0]]; });
   return acc;
 }
 
 int64_t sum_i32(const int32_t* x, const Leaves& lx) {
-  auto plan = make_plan<1>({&lx});
   int64_t acc = 0;
-  run(plan, [&](const std::array<int64_t, 1>& i) {
+  each<1>({&lx}, Repeats::Visit, [&](const Indices<1>& i) {
     if (__builtin_add_overflow(acc, static_cast<int64_t>(x[i[0]]), &acc))
-      throw std::overflow_error("Int32 sum out of range");
+      throw std::overflow_error("Int32 result out of range");
   });
   return acc;
 }
 
+void reduce_sum(DTypeCode dtype, const void* x, const Leaves& lx, void* out) {
+  require_arith(dtype);
+  if (dtype == DTypeCode::Float32)
+    *static_cast<float*>(out) = static_cast<float>(sum_f32(static_cast<const float*>(x), lx));
+  else
+    *static_cast<int32_t*>(out) = checked_i32(sum_i32(static_cast<const int32_t*>(x), lx));
+}
+
 void sum_into(const float* g, const Leaves& lg, double* acc, const Leaves& lo) {
-  auto plan = make_plan<2>({&lg, &lo});
-  run(plan, [&](const std::array<int64_t, 2>& i) { acc[i[1]] += g[i[0]]; });
+  each<2>({&lg, &lo}, Repeats::Visit, [&](const Indices<2>& i) { acc[i[1]] += g[i[0]]; });
 }
 
 void round_to_f32(const double* acc, float* out, int64_t n) {
@@ -241,6 +162,27 @@ void broadcast_sum_backward(const float* g, const Leaves& lg, float* out, const 
   std::vector<double> acc(static_cast<size_t>(out_slots), 0.0);
   sum_into(g, lg, acc.data(), lo);
   round_to_f32(acc.data(), out, out_slots);
+}
+
+void mul_broadcast_backward(const float* g, const Leaves& lg, const float* y, const Leaves& ly, float* out,
+                            const Leaves& lo, int64_t out_slots) {
+  const Leaves dense = compact(lg);
+  std::vector<float> products(static_cast<size_t>(size_of(dense)));
+  mul(DTypeCode::Float32, g, lg, y, ly, products.data(), dense);
+  broadcast_sum_backward(products.data(), dense, out, lo, out_slots);
+}
+
+void sum_sources(const std::vector<Source>& sources, float* out, const Leaves& lo, int64_t out_slots) {
+  if (sources.empty()) throw std::invalid_argument("sum_sources needs at least one source");
+  if (sources.size() == 1) {
+    copy(DTypeCode::Float32, sources[0].data, *sources[0].leaves, out, lo);
+  } else if (sources.size() == 2) {
+    add(DTypeCode::Float32, sources[0].data, *sources[0].leaves, sources[1].data, *sources[1].leaves, out, lo);
+  } else {
+    std::vector<double> acc(static_cast<size_t>(out_slots), 0.0);
+    for (const Source& s : sources) sum_into(s.data, *s.leaves, acc.data(), lo);
+    round_to_f32(acc.data(), out, out_slots);
+  }
 }
 
 }  // namespace sw::kernels

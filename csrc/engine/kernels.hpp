@@ -1,16 +1,17 @@
 // Native strided elementwise kernels for the differentiable operations.
 //
-// Every operand is a base pointer (already advanced by the tensor's offset)
-// plus its depth-first list of leaf modes. All operands of one call iterate
-// the same coordinate space: their leaf lists have the same length and the
-// same extents leaf by leaf (a broadcast operand carries stride 0 on its
-// widened leaves). Coordinates are visited first-leaf-fastest, so a compact
-// (canonical) output's slot equals the coordinate's flat ordinal. Output leaf
-// lists may be gapped (holes are left untouched) and, for the summing
-// kernels only, may repeat indices (stride 0): values landing on one slot are
-// added. Kernels throw std::invalid_argument when the leaf lists disagree,
-// std::overflow_error when an Int32 result leaves the Int32 range (nothing
-// useful is left in the output then), and never touch Python.
+// Coordinates are walked by the one walker of layout_iter.hpp (contiguous modes
+// merged into long runs). Every operand is a base pointer (already advanced by
+// the tensor's offset) plus its depth-first list of leaf modes. All operands of
+// one call iterate the same coordinate space: their leaf lists have the same
+// length and the same extents leaf by leaf (a broadcast operand carries stride
+// 0 on its widened leaves). Coordinates are visited first-leaf-fastest, so a
+// compact (canonical) output's slot equals the coordinate's flat ordinal.
+// Output leaf lists may be gapped (holes are left untouched) and, for the
+// summing kernels only, may repeat indices (stride 0): values landing on one
+// slot are added. Kernels throw std::invalid_argument when the leaf lists
+// disagree, std::overflow_error when an Int32 result leaves the Int32 range
+// (nothing useful is left in the output then), and never touch Python.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,9 +22,6 @@
 namespace sw::kernels {
 
 using Leaves = std::vector<LeafMode>;
-
-// Leaves of the compact (canonical) layout over the same extents.
-Leaves compact_of(const Leaves& ls);
 
 // Logical element count of a leaf list (product of extents; 1 when empty).
 int64_t element_count(const Leaves& leaves);
@@ -61,6 +59,10 @@ void relu_backward(const float* g, const Leaves& lg, const float* x, const Leave
 double sum_f32(const float* x, const Leaves& lx);
 int64_t sum_i32(const int32_t* x, const Leaves& lx);
 
+// The one slot of a rank-0 result: the sum of x rounded to binary32
+// (Float32) or range checked (Int32; std::overflow_error).
+void reduce_sum(DTypeCode dtype, const void* x, const Leaves& lx, void* out);
+
 // acc[o] += g[s] in double for every coordinate; lo may carry stride 0 on
 // the leaves a broadcast widened, which sums them together.
 void sum_into(const float* g, const Leaves& lg, double* acc, const Leaves& lo);
@@ -71,5 +73,24 @@ void round_to_f32(const double* acc, float* out, int64_t n);
 // one final rounding per slot.
 void broadcast_sum_backward(const float* g, const Leaves& lg, float* out, const Leaves& lo,
                             int64_t out_slots);
+
+// The mul backward over broadcast leaves: out = sum over lo's stride-0
+// leaves of g * y (y read through ly, over g's extents), each product
+// rounded to binary32 first, the sum accumulated in double and rounded once
+// per slot; out_slots slots of out are written (zero where nothing lands).
+void mul_broadcast_backward(const float* g, const Leaves& lg, const float* y, const Leaves& ly, float* out,
+                            const Leaves& lo, int64_t out_slots);
+
+// Gradient accumulation: out (laid out by lo, out_slots slots) = the sum of
+// every source over lo's extents. One source is copied and two are added in
+// binary32 (both exact to one rounding), touching only the slots lo reaches;
+// more sources accumulate in double, round once, and write all out_slots
+// slots (holes become 0).
+struct Source {
+  const float* data;
+  const Leaves* leaves;
+};
+constexpr size_t kDirectSources = 2;
+void sum_sources(const std::vector<Source>& sources, float* out, const Leaves& lo, int64_t out_slots);
 
 }  // namespace sw::kernels

@@ -53,22 +53,6 @@ void collect_modes(const IntTree& shape, const IntTree& stride, std::vector<Leaf
   for (size_t i = 0; i < shape.children.size(); ++i) collect_modes(shape.children[i], stride.children[i], out);
 }
 
-// Builds a stride tree congruent to shape with the running extent product.
-IntTree canonical_strides(const IntTree& shape, int64_t& running) {
-  if (shape.is_leaf) {
-    IntTree leaf = IntTree::leaf(running);
-    // The final product may overflow only after the last leaf; the size
-    // check of the Layout constructor reports that case.
-    int64_t next;
-    running = mul_ok(running, shape.value, &next) ? next : INT64_MAX;
-    return leaf;
-  }
-  std::vector<IntTree> c;
-  c.reserve(shape.children.size());
-  for (const IntTree& ch : shape.children) c.push_back(canonical_strides(ch, running));
-  return IntTree::node(std::move(c));
-}
-
 IntTree broadcast_strides(const IntTree& shape, const IntTree& stride, const IntTree& target,
                           const std::string& path) {
   const std::string where = path.empty() ? std::string("top level") : "mode " + path;
@@ -98,29 +82,18 @@ IntTree broadcast_strides(const IntTree& shape, const IntTree& stride, const Int
 // stops at the first repeated index, so it runs at most span + 1 steps.
 bool injective_by_bitset(const std::vector<LeafMode>& m, int64_t span) {
   std::vector<uint64_t> bits(static_cast<size_t>(span / 64 + 1), 0);
-  const size_t n = m.size();
-  std::vector<int64_t> coord(n, 0);
-  int64_t index = 0;
-  for (;;) {
-    uint64_t& w = bits[static_cast<size_t>(index >> 6)];
-    const uint64_t b = uint64_t{1} << (index & 63);
+  return walk(joint_modes<1>({&m}), [&](const Indices<1>& i) {
+    uint64_t& w = bits[static_cast<size_t>(i[0] >> 6)];
+    const uint64_t b = uint64_t{1} << (i[0] & 63);
     if (w & b) return false;
     w |= b;
-    size_t d = 0;
-    for (; d < n; ++d) {
-      if (++coord[d] < m[d].extent) { index += m[d].stride; break; }
-      index -= m[d].stride * (m[d].extent - 1);
-      coord[d] = 0;
-    }
-    if (d == n) return true;
-  }
+    return true;
+  });
 }
 
 // Exact check by listing all indices and looking for a duplicate.
-bool injective_by_sort(const std::vector<LeafMode>& m, int64_t count) {
-  std::vector<int64_t> idx;
-  idx.reserve(static_cast<size_t>(count));
-  for_each_index(m, [&](int64_t, int64_t i) { idx.push_back(i); });
+bool injective_by_sort(const std::vector<LeafMode>& m) {
+  std::vector<int64_t> idx = coordinate_indices(m);
   std::sort(idx.begin(), idx.end());
   return std::adjacent_find(idx.begin(), idx.end()) == idx.end();
 }
@@ -221,11 +194,7 @@ int64_t Layout::index_of_ordinal(int64_t ordinal) const {
   return index;
 }
 
-bool Layout::has_stride_zero() const {
-  for (const LeafMode& m : leaves_)
-    if (m.stride == 0 && m.extent > 1) return true;
-  return false;
-}
+bool Layout::has_stride_zero() const { return sw::has_stride_zero(leaves_); }
 
 // Injectivity: is there a nonzero d with |d_i| < e_i and sum d_i*s_i == 0
 // (two coordinates whose difference maps to 0)? In general this is Equal
@@ -270,7 +239,7 @@ bool Layout::is_injective() const {
     if (radix) return true;
     if (round > 0) {
       if (span < kBitsetBudget) return injective_by_bitset(m, span);
-      if (size <= kSortBudget) return injective_by_sort(m, size);
+      if (size <= kSortBudget) return injective_by_sort(m);
       return false;  // undecided within budget; see above
     }
     // Step 4: cap towards a fixpoint. Every single cap is sound on its own,
@@ -299,12 +268,7 @@ bool Layout::is_injective() const {
   }
 }
 
-Layout Layout::canonical(const IntTree& shape) {
-  if (shape.is_leaf) throw std::invalid_argument("canonical layout needs a shape tuple, not a leaf");
-  int64_t running = 1;
-  IntTree stride = canonical_strides(shape, running);
-  return Layout(shape, std::move(stride));
-}
+Layout Layout::canonical(const IntTree& shape) { return compact(shape); }
 
 Layout Layout::broadcast_to(const IntTree& target_shape) const {
   IntTree stride = broadcast_strides(shape_, stride_, target_shape, "");

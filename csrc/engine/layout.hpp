@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "layout_iter.hpp"
+
 namespace sw {
 
 // A node of a shape or stride tree. The root of a Shape/Stride is always a
@@ -45,12 +47,6 @@ int64_t tree_index_of_ordinal(const IntTree& shape, const IntTree& stride, int64
 // Same tree profile (node/leaf structure and child counts).
 bool congruent(const IntTree& a, const IntTree& b);
 
-struct LeafMode {
-  int64_t extent;
-  int64_t stride;
-  bool operator==(const LeafMode& o) const = default;
-};
-
 class Layout {
  public:
   Layout() = default;
@@ -76,8 +72,8 @@ class Layout {
   // extent-1 leaves never repeat an index, whatever their stride.
   bool has_stride_zero() const;
 
-  // Compact injective layout: each leaf's stride is the product of the
-  // extents of all earlier leaves, depth-first.
+  // The compact layout of shape (see compact below); Python's
+  // Layout.canonical.
   static Layout canonical(const IntTree& shape);
   // Widen extent-1 leaves to the target extent with stride 0. Throws
   // std::invalid_argument when the profile differs or a non-1 extent differs.
@@ -92,23 +88,65 @@ class Layout {
   int64_t cosize_ = 1;
 };
 
-// Calls f(ordinal, index) for every coordinate in colexicographic order.
+// ------------------------------------------------ layout algebra (free functions,
+// named as CuTe names them; layout_algebra.cpp)
+
+// The compact layout of shape: each leaf's stride is the product of the
+// extents of all earlier leaves, depth-first (first mode fastest), so the
+// flat ordinal of a coordinate is its index. Throws std::invalid_argument for
+// a bare leaf, an extent < 1 or a size that overflows int64.
+Layout compact(const IntTree& shape);
+// The same strides for a leaf list (one implementation for both).
+std::vector<LeafMode> compact(const std::vector<LeafMode>& leaves);
+
+// The flat layout with the same size and index function: extent-1 leaves
+// dropped and each leaf merged into its faster neighbour when
+// stride_{i+1} == extent_i * stride_i. A size-1 layout coalesces to the
+// rank-0 layout ():(). The leaf-list form throws std::invalid_argument for an
+// extent < 1.
+Layout coalesce(const Layout& layout);
+std::vector<LeafMode> coalesce(const std::vector<LeafMode>& leaves);
+
+// True when some leaf of extent > 1 has stride 0 (a broadcast mode).
+bool has_stride_zero(const std::vector<LeafMode>& leaves);
+// Product of the extents (1 for an empty list); not overflow checked (leaf
+// lists of a Layout fit int64).
+int64_t size_of(const std::vector<LeafMode>& leaves);
+// Leaves over the extents of leaves that read one slot at every coordinate
+// (stride 0 throughout): a single value broadcast to those extents.
+std::vector<LeafMode> broadcast_one(const std::vector<LeafMode>& leaves);
+// Scalar index of every coordinate, first leaf fastest.
+std::vector<int64_t> coordinate_indices(const std::vector<LeafMode>& leaves);
+
+// The shape both operands of an elementwise operation widen to: congruent
+// trees whose leaf extents agree or are 1. Throws std::invalid_argument
+// naming the first disagreement.
+IntTree broadcast_shapes(const IntTree& a, const IntTree& b);
+
+// Iteration leaves that sum a cotangent of layout g onto the gradient
+// layout target of an input of layout x (target congruent with x): target's
+// strides, with stride 0 on the leaves where x has extent 1 and g does not
+// (the leaves a broadcast widened). Extents are g's. Throws
+// std::invalid_argument("the gradient's shape does not match the input's
+// shape") when x's shape cannot have been broadcast to g's.
+std::vector<LeafMode> reduction_leaves(const Layout& g, const Layout& x, const Layout& target);
+
+// The layout of a tensor's gradient: the tensor's own layout when it is
+// injective, else the compact layout of its shape.
+Layout gradient_layout(const Layout& layout);
+
+// How a cotangent layout g fits a tensor's layout target (the cotangent
+// layout contract): same shape, and g == target when target is injective,
+// else any injective g.
+enum class CotangentFit { Ok, ShapeDiffers, NotOwnLayout, NotInjective };
+CotangentFit cotangent_fit(const Layout& target, const Layout& g);
+
+// Calls f(ordinal, index) for every coordinate in colexicographic order (a
+// thin wrapper over the walker of layout_iter.hpp).
 template <class F>
 void for_each_index(const std::vector<LeafMode>& leaves, F&& f) {
-  int64_t total = 1;
-  for (const auto& m : leaves) total *= m.extent;
-  if (total == 0) return;
-  const size_t n = leaves.size();
-  std::vector<int64_t> coord(n, 0);
-  int64_t index = 0;
-  for (int64_t ord = 0; ord < total; ++ord) {
-    f(ord, index);
-    for (size_t d = 0; d < n; ++d) {
-      if (++coord[d] < leaves[d].extent) { index += leaves[d].stride; break; }
-      index -= leaves[d].stride * (leaves[d].extent - 1);
-      coord[d] = 0;
-    }
-  }
+  int64_t ordinal = 0;
+  walk(joint_modes<1>({&leaves}), [&](const Indices<1>& i) { f(ordinal++, i[0]); });
 }
 
 }  // namespace sw

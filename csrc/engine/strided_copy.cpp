@@ -3,35 +3,11 @@
 
 #include <cstring>
 
+#include "layout_iter.hpp"
+
 namespace sw {
 
 namespace {
-
-struct Mode {
-  int64_t extent, src, dst;
-};
-
-// Drops extent-1 modes and merges a mode into its faster neighbour when both
-// sides continue it contiguously, so a compact layout becomes one run. The
-// order of visits (first mode fastest) is preserved, which keeps the "last
-// write wins" outcome for a destination stride of zero.
-std::vector<Mode> coalesce(const std::vector<int64_t>& extents, const std::vector<int64_t>& src,
-                           const std::vector<int64_t>& dst) {
-  std::vector<Mode> out;
-  for (size_t i = 0; i < extents.size(); ++i) {
-    if (extents[i] == 1) continue;
-    Mode m{extents[i], src[i], dst[i]};
-    if (!out.empty()) {
-      Mode& b = out.back();
-      if (m.src == b.src * b.extent && m.dst == b.dst * b.extent) {
-        b.extent *= m.extent;
-        continue;
-      }
-    }
-    out.push_back(m);
-  }
-  return out;
-}
 
 template <class T>
 void inner(char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
@@ -69,41 +45,18 @@ void copy_span(void* dst, const void* src, int64_t count, int itemsize) {
 void strided_copy(void* dst, int64_t dst_offset, const std::vector<int64_t>& dst_strides,
                   const void* src, int64_t src_offset, const std::vector<int64_t>& src_strides,
                   const std::vector<int64_t>& extents, int itemsize) {
-  for (int64_t e : extents)
-    if (e <= 0) return;  // nothing to copy
-  std::vector<Mode> modes = coalesce(extents, src_strides, dst_strides);
+  // Operand 0 is the destination, 1 the source. Merging keeps the order of
+  // visits (first mode fastest), so a destination stride of 0 keeps its
+  // "last write wins" outcome; a mode that is stride 0 on both sides only
+  // repeats one copy and is skipped.
+  JointModes<2> modes;
+  for (size_t i = 0; i < extents.size(); ++i) modes.append(extents[i], {dst_strides[i], src_strides[i]}, Repeats::Skip);
   char* d0 = static_cast<char*>(dst) + dst_offset * itemsize;
   const char* s0 = static_cast<const char*>(src) + src_offset * itemsize;
-  if (modes.empty()) {  // a single element
-    std::memcpy(d0, s0, static_cast<size_t>(itemsize));
-    return;
-  }
-  const Mode in = modes[0];
-  const int64_t ids = in.dst * itemsize, iss = in.src * itemsize;
-  const size_t outer_n = modes.size() - 1;
-  if (outer_n == 0) {
-    inner_any(d0, s0, in.extent, ids, iss, itemsize);
-    return;
-  }
-  // Odometer over the outer modes; byte offsets are kept incrementally.
-  std::vector<int64_t> coord(outer_n, 0);
-  int64_t doff = 0, soff = 0;
-  for (;;) {
-    inner_any(d0 + doff, s0 + soff, in.extent, ids, iss, itemsize);
-    size_t k = 0;
-    for (; k < outer_n; ++k) {
-      const Mode& m = modes[k + 1];
-      if (++coord[k] < m.extent) {
-        doff += m.dst * itemsize;
-        soff += m.src * itemsize;
-        break;
-      }
-      doff -= m.dst * itemsize * (m.extent - 1);
-      soff -= m.src * itemsize * (m.extent - 1);
-      coord[k] = 0;
-    }
-    if (k == outer_n) return;
-  }
+  walk_runs(modes, [&](const Indices<2>& base, int64_t n, const Indices<2>& step) {
+    inner_any(d0 + base[0] * itemsize, s0 + base[1] * itemsize, n, step[0] * itemsize, step[1] * itemsize,
+              itemsize);
+  });
 }
 
 void strided_copy(void* dst, int64_t dst_offset, const void* src, int64_t src_offset,

@@ -42,7 +42,7 @@ void Await_dealloc(PyObject* self) {
 PyObject* Await_repr(PyObject* self) {
   AwaitObject* a = as_await(self);
   const char* state = !a->completion->done() ? "pending" : (a->error ? "failed" : "done");
-  return PyUnicode_FromFormat("<%s %s>", _PyType_Name(Py_TYPE(self)), state);
+  return PyUnicode_FromFormat("<%s %s>", type_name(self), state);
 }
 
 PyObject* Await_get_done(PyObject* self, void*) { return PyBool_FromLong(as_await(self)->completion->done()); }
@@ -50,12 +50,7 @@ PyObject* Await_get_done(PyObject* self, void*) { return PyBool_FromLong(as_awai
 // Re-raises the recorded exception object itself (identity is part of the
 // contract), with the traceback it carries.
 PyObject* raise_recorded(PyObject* exc) {
-#if PY_VERSION_HEX >= 0x030C0000
-  PyErr_SetRaisedException(Py_NewRef(exc));
-#else
-  PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exc))), Py_NewRef(exc),
-                PyException_GetTraceback(exc));
-#endif
+  compat::restore_raised(Py_NewRef(exc));
   return nullptr;
 }
 
@@ -73,9 +68,10 @@ int block(AwaitObject* a, int64_t deadline_ns) {
       if (std::chrono::nanoseconds(left) < step) step = std::chrono::nanoseconds(left);
     }
     bool done;
-    Py_BEGIN_ALLOW_THREADS
-    done = a->completion->wait_for(step);
-    Py_END_ALLOW_THREADS
+    {
+      GilRelease unlocked;
+      done = a->completion->wait_for(step);
+    }
     if (done) return 1;
     if (PyErr_CheckSignals() < 0) return -1;
   }
@@ -168,17 +164,7 @@ int await_fail(PyObject* handle) {
     PyErr_Clear();
     return 0;
   }
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject* exc = PyErr_GetRaisedException();
-#else
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  if (value && tb) PyException_SetTraceback(value, tb);
-  Py_XDECREF(type);
-  Py_XDECREF(tb);
-  PyObject* exc = value;
-#endif
+  PyObject* exc = compat::take_raised();
   if (!exc) {  // no exception was set: record a generic one rather than success
     exc = PyObject_CallFunction(PyExc_RuntimeError, "s", "the operation failed without an exception");
     if (!exc) {

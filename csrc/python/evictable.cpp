@@ -60,14 +60,12 @@ struct EvictableImpl {
 EvictableImpl* impl(PyObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
 EvictableImpl* impl(CarrierObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
 EvictableObject* as_ev(PyObject* o) { return reinterpret_cast<EvictableObject*>(o); }
-const char* oname(PyObject* o) { return _PyType_Name(Py_TYPE(o)); }
-const char* tname(PyTypeObject* t) { return _PyType_Name(t); }
 
 int raise_evicted(PyObject* self) {
   PyErr_Format(PyExc_RuntimeError,
                "%s carrier is evicted: its values live in the secondary tier; call promote() before reading or "
                "writing them",
-               oname(self));
+               type_name(self));
   return -1;
 }
 
@@ -75,12 +73,10 @@ int raise_evicted(PyObject* self) {
 // Python release hook: this runs from release() and from deallocation.
 void drop_tier(PyObject* tier, int64_t* token) {
   if (!tier) return;
-  PyObject *et, *ev, *tb;
-  PyErr_Fetch(&et, &ev, &tb);
+  ErrorGuard keep;
   if (*token && carrier_relinquish(tier, *token) < 0) PyErr_WriteUnraisable(tier);
   *token = 0;
   if (!carrier_is_owned(tier) && carrier_release(tier) < 0) PyErr_WriteUnraisable(tier);
-  PyErr_Restore(et, ev, tb);
 }
 
 void drop_tiers(EvictableObject* o) {
@@ -93,8 +89,9 @@ PyObject* whole(PyObject* carrier, Py_ssize_t n) {
   PyObject* layout;
   try {
     layout = layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)})));
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
   }
   if (!layout) return nullptr;
   PyObject* t = tensor_new(carrier, 0, layout);
@@ -105,13 +102,13 @@ PyObject* whole(PyObject* carrier, Py_ssize_t n) {
 // The Evictable owns itself for the duration of a transition. 0 / -1.
 int lock(PyObject* self, const char* what, int64_t* token) {
   if (as_carrier(self)->released) {
-    PyErr_Format(PyExc_RuntimeError, "cannot %s: the %s carrier is released", what, oname(self));
+    PyErr_Format(PyExc_RuntimeError, "cannot %s: the %s carrier is released", what, type_name(self));
     return -1;
   }
   if (carrier_is_owned(self)) {
     PyErr_Format(PyExc_RuntimeError,
                  "cannot %s: the %s carrier is owned by another carrier, a pending move or a transition in progress",
-                 what, oname(self));
+                 what, type_name(self));
     return -1;
   }
   *token = carrier_claim(self);
@@ -119,10 +116,8 @@ int lock(PyObject* self, const char* what, int64_t* token) {
 }
 
 void unlock(PyObject* self, int64_t token) {
-  PyObject *et, *ev, *tb;
-  PyErr_Fetch(&et, &ev, &tb);
+  ErrorGuard keep;
   if (carrier_relinquish(self, token) < 0) PyErr_Clear();
-  PyErr_Restore(et, ev, tb);
 }
 
 // The tiers are gone only after a garbage-collector clear or before
@@ -130,7 +125,7 @@ void unlock(PyObject* self, int64_t token) {
 int check_tiers(PyObject* self) {
   EvictableImpl* e = impl(self);
   if (e->initialised && e->ev.primary && e->ev.secondary) return 0;
-  PyErr_Format(PyExc_RuntimeError, "%s is not initialised", oname(self));
+  PyErr_Format(PyExc_RuntimeError, "%s is not initialised", type_name(self));
   return -1;
 }
 
@@ -205,7 +200,7 @@ PyObject* vt_dlpack_info(CarrierObject* c) {
   PyErr_Format(PyExc_BufferError,
                "DLPack is not supported for Evictable carriers (%s): its values move between tiers, so it has no "
                "stable storage to export",
-               oname(reinterpret_cast<PyObject*>(c)));
+               type_name(reinterpret_cast<PyObject*>(c)));
   return nullptr;
 }
 
@@ -226,7 +221,7 @@ int check_edge(PyTypeObject* src, PyTypeObject* dst, bool metal) {
     PyErr_Format(PyExc_NotImplementedError,
                  "an Evictable with a Metal tier needs a registered move operation for every edge, and none is "
                  "registered for (%s, %s)",
-                 tname(src), tname(dst));
+                 type_name(src), type_name(dst));
     rc = -1;
   }
   Py_DECREF(op);
@@ -239,7 +234,7 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   PyObject* tier[2] = {p, s};
   for (int k = 0; k < 2; ++k) {
     if (!is_carrier(tier[k])) {
-      PyErr_Format(PyExc_TypeError, "Evictable %s must be a Carrier, not %.100s", role[k], oname(tier[k]));
+      PyErr_Format(PyExc_TypeError, "Evictable %s must be a Carrier, not %.100s", role[k], type_name(tier[k]));
       return -1;
     }
   }
@@ -249,14 +244,14 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   }
   for (int k = 0; k < 2; ++k) {
     if (carrier_is_released(tier[k])) {
-      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is released", role[k], oname(tier[k]));
+      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is released", role[k], type_name(tier[k]));
       return -1;
     }
   }
   for (int k = 0; k < 2; ++k) {
     if (carrier_is_owned(tier[k])) {
       PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is already owned by another carrier or a pending move",
-                   role[k], oname(tier[k]));
+                   role[k], type_name(tier[k]));
       return -1;
     }
   }
@@ -282,7 +277,7 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   if (m < 0) return -1;
   if (!m) {
     PyErr_Format(PyExc_RuntimeError, "Evictable secondary %s carrier must be mutable (eviction writes into it)",
-                 oname(s));
+                 type_name(s));
     return -1;
   }
   *primary_mutable = carrier_is_mutable(p);
@@ -290,7 +285,7 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   Py_ssize_t n = carrier_size(p);
   if (n < 0) return -1;
   if (n == 0) {
-    PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", oname(p));
+    PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", type_name(p));
     return -1;
   }
   Py_ssize_t sn = carrier_size(s);
@@ -299,7 +294,7 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
     PyErr_Format(PyExc_ValueError,
                  "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (pass an empty "
                  "secondary that can grow, or one of at least the primary's size)",
-                 oname(s), sn, n);
+                 type_name(s), sn, n);
     return -1;
   }
   const bool metal = PyObject_TypeCheck(p, &Metal_Type) || PyObject_TypeCheck(s, &Metal_Type);
@@ -323,6 +318,7 @@ int setup(PyObject* self, PyObject* p, PyObject* s) {
   if (!pt) return -1;
   int64_t st = carrier_claim(s);
   if (!st) {
+    ErrorGuard keep;
     carrier_relinquish(p, pt);
     return -1;
   }
@@ -423,13 +419,13 @@ PyObject* Evictable_evict(PyObject* self, PyObject*) {
   // failing release hook keeps it (claimed again), still promoted.
   const int64_t pt = o->primary_token;
   if (carrier_relinquish(o->primary, pt) < 0 || carrier_release(o->primary) < 0) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary)) {
-      o->primary_token = carrier_claim(o->primary);
-      if (!o->primary_token) PyErr_Clear();
+    {
+      ErrorGuard keep;
+      if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary)) {
+        o->primary_token = carrier_claim(o->primary);
+        if (!o->primary_token) PyErr_Clear();
+      }
     }
-    PyErr_Restore(et, ev, tb);
     unlock(self, me);
     return nullptr;
   }
@@ -471,12 +467,10 @@ PyObject* Evictable_promote(PyObject* self, PyObject*) {
 
 error:
   if (fresh) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
+    ErrorGuard keep;
     if (ft && carrier_relinquish(fresh, ft) < 0) PyErr_Clear();
     if (carrier_release(fresh) < 0) PyErr_Clear();
     Py_DECREF(fresh);
-    PyErr_Restore(et, ev, tb);
   }
   unlock(self, me);
   return nullptr;

@@ -16,6 +16,7 @@
 #include "layout.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
+#include "autograd/autograd.hpp"
 #include "util/compat.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
@@ -226,38 +227,8 @@ inline bool tensor_is_multi(PyObject* t) { return as_tensor(t)->representation !
 // implemented ...") and returns -1 for a multi-subtensor tensor; else 0.
 int tensor_reject_multi(PyObject* t, const char* reason);
 
-// --------------------------------------------- operation.cpp, ops.cpp, autograd.cpp
-bool grad_enabled();
-void set_grad_enabled(bool on);
-struct OperationObject {
-  PyObject_HEAD
-  PyObject* dict;
-  PyObject* weakreflist;
-  PyObject* inputs;     // tuple of saved Tensor inputs, or NULL
-  PyObject* versions;   // tuple of version tokens, or NULL
-  bool graph_freed;     // a backward pass without retain_graph freed it
-};
-extern PyTypeObject Operation_Type;
-inline bool is_operation(PyObject* o) { return PyObject_TypeCheck(o, &Operation_Type); }
-// Operation.forward(*args) as the base implements it: runs _forward, records
-// the profiler event and, in grad mode with a differentiable Tensor input,
-// saves the inputs and sets result.autograd_ctx. args is a tuple.
-PyObject* operation_forward(PyObject* op, PyObject* args);
-// Gradient layout rule (autograd.cpp): a tensor's own layout when injective,
-// else the canonical layout of its shape.
-sw::Layout grad_layout_for(const sw::Layout& l);
-// Checks the cotangent layout contract for gradient g of tensor target
-// (TypeError: not a Tensor or not differentiable; RuntimeError: released;
-// ValueError: shape/layout). 0 / -1.
-int autograd_check_cotangent(PyObject* target, PyObject* g);
-// Tensor methods implemented by autograd.cpp.
-PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
-// Fresh host storage of n slots of dtype in like's exact class (CPU, or its
-// allocate_like for subclasses); *data receives its host pointer. ops.cpp.
-PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data);
-PyObject* tensor_add(PyObject* a, PyObject* b);
-PyObject* tensor_mul(PyObject* a, PyObject* b);
-PyObject* tensor_neg(PyObject* a);
+// ------------------------------------------------------------ autograd/
+// Operation, grad mode, backward and the operations: autograd/autograd.hpp.
 
 // --------------------------------------------------------------- dlpack.cpp
 PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
@@ -266,7 +237,7 @@ PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
 PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames);
 PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused);
 
-// -------------------------------------------------- move.cpp, await.cpp
+// ---------------------------------------------------------------- await.cpp
 // Completion handles (await.cpp). AwaitResult is the read-only base of every
 // framework-created handle (AwaitMove here; AwaitProjection/AwaitResidency
 // later subclass it natively). The terminal outcome is written once, with the
@@ -295,71 +266,12 @@ int await_complete(PyObject* handle, PyObject* value);
 int await_fail(PyObject* handle);
 bool await_done(PyObject* handle);
 
-// Movement (move.cpp). MoveOperation is the open base of every move
-// operation and of the autograd node a differentiable move attaches.
-struct MoveOperationObject {
-  OperationObject base;
-  PyObject* reverse_op;      // captured reverse route (operation class) or NULL
-  PyObject* source_carrier;  // forward source carrier (allocate_like at backward)
-  PyObject* dest_carrier;    // forward destination carrier (staging at backward)
-  PyObject* source_layout;   // forward layout
-  bool used;                 // this instance has run (or is running) a move
-};
-extern PyTypeObject MoveOperation_Type;
-extern PyTypeObject ElementwiseMoveOperation_Type;
-extern PyTypeObject CpuToFileBackedMoveOperation_Type;
-extern PyTypeObject FileBackedToCpuMoveOperation_Type;
-// Adds a built-in exact-pair entry to the legacy registry (metal.cpp calls it
-// from its init for its three operations). ValueError on a duplicate. 0 / -1.
-int move_register_builtin(PyTypeObject* src, PyTypeObject* dst, PyTypeObject* op);
-// move_async(tensor, destination) and move(...) for other binding files.
-PyObject* move_async(PyObject* tensor, PyObject* destination);
-PyObject* move_blocking(PyObject* tensor, PyObject* destination);
-// Route resolution for carrier definitions (extension.cpp sets these at
-// init; both NULL means every pair is governed by the legacy registry).
-//  legacy_check: called by every legacy registry API after the Carrier-class
-//    checks; -1 with RuntimeError ("TransferRoute") when either exact class
-//    is definition-backed (it may also mark the classes observed), else 0.
-//  resolve: for move/move_async and reverse-route capture. 1 with *op_class a
-//    new reference to the MoveOperation subclass that performs the pair;
-//    0 when the legacy registry governs the pair; -1 with an exception
-//    (NotImplementedError naming both classes when nothing is permitted).
-//  prepare: called by move_async after every validation (and the reverse-
-//    route capture), before ownership is claimed or anything allocated.
-//    For a route operation class it runs TransferProvider.prepare (grad
-//    mode off): 1 with *prepared a new reference to the PreparedTransfer;
-//    2 when the provider declined and the elementwise fallback is permitted
-//    (only when allow_fallback); 0 when op_class is not a route class; -1
-//    with an exception (raised from move_async).
-//  submit: runs PreparedTransfer.submit() (the caller holds owner access to
-//    both carriers and has grad mode off): 0 finished inline; 1 with
-//    *completion a new reference to a validated ProviderCompletion; -1 with
-//    an exception (the handle's failure).
-//  wait: blocks in completion.wait() (GIL held, on a worker). 0 / -1.
-struct MoveRouteHooks {
-  int (*legacy_check)(PyTypeObject* src, PyTypeObject* dst);
-  int (*resolve)(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class);
-  int (*prepare)(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allow_fallback, PyObject** prepared);
-  int (*submit)(PyObject* prepared, PyObject** completion);
-  int (*wait)(PyObject* completion);
-};
-extern MoveRouteHooks move_route_hooks;
-// Exact-pair resolution as move uses it (hooks first, then the legacy
-// registry, then ElementwiseMoveOperation). New reference or NULL.
-PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
-// TypeError naming op_class and the required class when op_class pins a
-// source_class/destination_class the (src, dst) pair does not match. 0 / -1.
-int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);
-// Framework-owned ("lowered") transfer for a carrier that owns both ends
-// (evictable.cpp: eviction and promotion). Resolves the exact-pair route as
-// move does (move_resolve_route, pins checked), grows an empty destination
-// to layout.cosize, and runs the transfer synchronously on this thread with
-// grad mode off; a Python _copy gets owner access through src_token /
-// dst_token, the caller's ownership tokens of both carriers. No ownership
-// validation or claims, no autograd node, no profiling events, no source
-// release; both versions stay as they were. New reference to the result
-// Tensor over destination at offset 0, or NULL.
-PyObject* move_lowered(PyObject* tensor, PyObject* destination, int64_t src_token, int64_t dst_token);
+// Movement (csrc/python/move/): the MoveOperation family, move/move_async,
+// routes and move_lowered are declared in their family header.
+}  // namespace swpy
+#include "move/move.hpp"
+namespace swpy {
+
 // ------------------------------------------------------------ extension.cpp
 // Definition-backed Python carriers; carrier.cpp calls these from Carrier's
 // tp_new / tp_init.

@@ -1,0 +1,117 @@
+// Copy planning for moves (see copy_plan.hpp).
+#include "transfer/copy_plan.hpp"
+
+#include <stdexcept>
+
+#include "file_io.hpp"
+#include "strided_copy.hpp"
+
+namespace sw {
+
+namespace {
+
+using Kind = CopyEndpoint::Kind;
+
+bool same_native_item(const CopyEndpoint& a, const CopyEndpoint& b) {
+  return a.itemsize > 0 && a.itemsize == b.itemsize;
+}
+
+}  // namespace
+
+const char* to_string(CopyPlanKind k) {
+  switch (k) {
+    case CopyPlanKind::None: return "none";
+    case CopyPlanKind::HostToHost: return "host-to-host span";
+    case CopyPlanKind::HostToFile: return "host-to-file span";
+    case CopyPlanKind::FileToHost: return "file-to-host span";
+    case CopyPlanKind::FileToFile: return "file-to-file span";
+    case CopyPlanKind::HostStrided: return "strided host copy";
+  }
+  return "unknown";
+}
+
+CopyPlan CopyPlan::span(const CopyEndpoint& src, int64_t src_offset, const CopyEndpoint& dst, int64_t dst_offset,
+                        int64_t count) {
+  CopyPlan p;
+  if (!same_native_item(src, dst)) return p;
+  if (src.kind == Kind::Host && dst.kind == Kind::File)
+    p.kind_ = CopyPlanKind::HostToFile;
+  else if (src.kind == Kind::File && dst.kind == Kind::Host)
+    p.kind_ = CopyPlanKind::FileToHost;
+  else if (src.kind == Kind::File && dst.kind == Kind::File)
+    p.kind_ = CopyPlanKind::FileToFile;
+  else if (src.kind == Kind::Host && dst.kind == Kind::Host)
+    p.kind_ = CopyPlanKind::HostToHost;
+  else
+    return p;
+  p.src_ = src;
+  p.dst_ = dst;
+  p.src_offset_ = src_offset;
+  p.dst_offset_ = dst_offset;
+  p.count_ = count;
+  return p;
+}
+
+CopyPlan CopyPlan::logical(const CopyEndpoint& src, int64_t src_offset, const Layout& src_layout,
+                           const CopyEndpoint& dst, int64_t dst_offset, const Layout& dst_layout) {
+  if (!same_native_item(src, dst)) return CopyPlan();
+  if (src.kind == Kind::Host && dst.kind == Kind::Host) {
+    const auto& sl = src_layout.leaves();
+    const auto& dl = dst_layout.leaves();
+    if (sl.size() != dl.size()) return CopyPlan();
+    CopyPlan p;
+    p.kind_ = CopyPlanKind::HostStrided;
+    p.src_ = src;
+    p.dst_ = dst;
+    p.src_offset_ = src_offset;
+    p.dst_offset_ = dst_offset;
+    p.count_ = src_layout.size();
+    p.extents_.reserve(sl.size());
+    p.src_strides_.reserve(sl.size());
+    p.dst_strides_.reserve(sl.size());
+    for (size_t k = 0; k < sl.size(); ++k) {
+      p.extents_.push_back(sl[k].extent);
+      p.src_strides_.push_back(sl[k].stride);
+      p.dst_strides_.push_back(dl[k].stride);
+    }
+    return p;
+  }
+  // A file is reached by spans only: the same layout on both sides makes the
+  // logical copy the physical span.
+  if (src_layout == dst_layout) return span(src, src_offset, dst, dst_offset, src_layout.cosize());
+  return CopyPlan();
+}
+
+void CopyPlan::run() const {
+  const int item = src_.itemsize;
+  switch (kind_) {
+    case CopyPlanKind::None:
+      throw std::logic_error("no native copy plan to run");
+    case CopyPlanKind::HostToHost:
+      copy_span(dst_.host + dst_offset_ * item, src_.host + src_offset_ * item, count_, item);
+      return;
+    case CopyPlanKind::HostToFile:
+      file_write_span(*dst_.file, dst_offset_, src_.host + src_offset_ * item, count_, item);
+      return;
+    case CopyPlanKind::FileToHost:
+      file_read_span(*src_.file, src_offset_, dst_.host + dst_offset_ * item, count_, item);
+      return;
+    case CopyPlanKind::FileToFile:
+      file_copy_span(*src_.file, src_offset_, *dst_.file, dst_offset_, count_, item);
+      return;
+    case CopyPlanKind::HostStrided:
+      strided_copy(dst_.host, dst_offset_, dst_strides_, src_.host, src_offset_, src_strides_, extents_, item);
+      return;
+  }
+}
+
+std::exception_ptr CopyPlan::run_captured() const noexcept {
+  try {
+    run();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace sw

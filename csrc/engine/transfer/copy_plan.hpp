@@ -1,0 +1,115 @@
+// Copy planning for moves: from what each side of a copy is to the engine
+// (host memory, a file, or nothing it can reach) to a plan that runs
+// without Python.
+//
+// A span plan copies a whole physical span of slots (holes included); a
+// logical plan copies the logical elements of a layout into the same
+// coordinates of another layout of that shape. A pair the engine cannot
+// copy natively gets the empty plan (kind None), and the caller copies value
+// by value (for_each_index_pair walks the coordinates for that).
+#pragma once
+#include <cstdint>
+#include <exception>
+#include <vector>
+
+#include "layout.hpp"
+#include "storage.hpp"
+
+namespace sw {
+
+// One side of a copy as the engine can reach it. itemsize is the bytes per
+// slot of the carrier's storage dtype (0: not a native dtype); it is kept
+// even for a None endpoint so a plan can compare both sides.
+struct CopyEndpoint {
+  enum class Kind { None, Host, File };
+  Kind kind = Kind::None;
+  char* host = nullptr;         // Host: address of slot 0
+  FileStorage* file = nullptr;  // File: the open storage
+  int itemsize = 0;
+
+  static CopyEndpoint none(int itemsize = 0) { return CopyEndpoint{Kind::None, nullptr, nullptr, itemsize}; }
+  static CopyEndpoint host_span(void* data, int itemsize) {
+    return CopyEndpoint{Kind::Host, static_cast<char*>(data), nullptr, itemsize};
+  }
+  static CopyEndpoint file_span(FileStorage& f, int itemsize) {
+    return CopyEndpoint{Kind::File, nullptr, &f, itemsize};
+  }
+};
+
+enum class CopyPlanKind {
+  None,         // no native plan: copy value by value
+  HostToHost,   // span: memmove
+  HostToFile,   // span: pwrite
+  FileToHost,   // span: pread
+  FileToFile,   // span: staged through a bounded buffer
+  HostStrided,  // logical elements between host buffers (same or different layouts)
+};
+
+const char* to_string(CopyPlanKind k);
+
+// A planned copy. Holds raw addresses and strides only: the caller keeps
+// both endpoints alive (and unchanged in size) until run() returns.
+class CopyPlan {
+ public:
+  CopyPlan() = default;  // kind None
+
+  // count slots from src[src_offset...] to dst[dst_offset...]. None unless
+  // both endpoints are native, of one non-zero item size.
+  static CopyPlan span(const CopyEndpoint& src, int64_t src_offset, const CopyEndpoint& dst, int64_t dst_offset,
+                       int64_t count);
+  // Every element of src_layout (read at src_offset) into the same
+  // coordinates of dst_layout (at dst_offset); the shapes match. Between two
+  // host endpoints it is a strided copy (slots no coordinate reaches keep
+  // their values; a stride-0 destination mode keeps the last write); with a
+  // file it is native only when both layouts are the same, and then the
+  // whole physical span (cosize slots, holes included) is copied.
+  static CopyPlan logical(const CopyEndpoint& src, int64_t src_offset, const Layout& src_layout,
+                          const CopyEndpoint& dst, int64_t dst_offset, const Layout& dst_layout);
+
+  CopyPlanKind kind() const { return kind_; }
+  bool native() const { return kind_ != CopyPlanKind::None; }
+  // Slots of the span (span kinds); elements are extents' product otherwise.
+  int64_t count() const { return count_; }
+
+  // Runs the copy; needs no Python. Throws std::system_error (file I/O),
+  // std::bad_alloc, or std::logic_error for a None plan.
+  void run() const;
+  // run() for a worker thread or a GIL-released section: what it threw,
+  // or a null pointer on success. Never throws.
+  std::exception_ptr run_captured() const noexcept;
+
+ private:
+  CopyPlanKind kind_ = CopyPlanKind::None;
+  CopyEndpoint src_, dst_;
+  int64_t src_offset_ = 0, dst_offset_ = 0, count_ = 0;
+  std::vector<int64_t> extents_, src_strides_, dst_strides_;  // HostStrided
+};
+
+// Walks the coordinates of two layouts of one shape together (first mode
+// fastest), calling f(ordinal, src_index, dst_index) until it returns false.
+// Precondition: a and b have the same number of leaves with equal extents.
+// True when every coordinate was visited.
+template <class F>
+bool for_each_index_pair(const std::vector<LeafMode>& a, const std::vector<LeafMode>& b, F&& f) {
+  int64_t total = 1;
+  for (const auto& m : a) total *= m.extent;
+  const size_t n = a.size();
+  std::vector<int64_t> coord(n, 0);
+  int64_t ai = 0, bi = 0;
+  for (int64_t ord = 0; ord < total; ++ord) {
+    if (!f(ord, ai, bi)) return false;
+    for (size_t d = 0; d < n; ++d) {
+      if (++coord[d] < a[d].extent) {
+        ai += a[d].stride;
+        bi += b[d].stride;
+        break;
+      }
+      ai -= a[d].stride * (a[d].extent - 1);
+      bi -= b[d].stride * (b[d].extent - 1);
+      coord[d] = 0;
+    }
+  }
+  return true;
+}
+
+}  // namespace sw

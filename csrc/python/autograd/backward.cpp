@@ -1,0 +1,427 @@
+// Tensor.backward: the reverse-mode traversal.
+//
+// A pass discovers every differentiable tensor reachable from the root
+// through autograd_ctx -> Operation.inputs(), counts for each tensor how many
+// recorded consumers must contribute to it, then runs nodes in Kahn order so
+// each node's backward runs once, after all its consumers contributed. Every
+// gradient handed to a tensor must satisfy the cotangent layout contract
+// (autograd_check_cotangent). Contributions to one tensor are summed into
+// fresh storage. Leaves (and non-leaves that retain_grad()) get their .grad
+// only when the whole pass succeeded, summed with any earlier .grad, in
+// fresh storage obtained through the tensor's own carrier class (so it works
+// after that carrier was released). Without retain_graph=True the visited
+// nodes drop their saved inputs afterwards, and a later pass through them
+// raises RuntimeError naming retain_graph=True. Backward hooks run with grad
+// mode off.
+#include <cstdio>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/internal.hpp"
+#include "kernels.hpp"
+
+namespace swpy {
+
+namespace {
+
+namespace K = sw::kernels;
+using autograd::differentiable;
+using autograd::dtype_label;
+using autograd::engine_call_in;
+using autograd::shape_obj;
+
+// ------------------------------------------------------------ accumulation
+
+// Host path of sum_gradients: every gradient is Float32 host memory.
+PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl) {
+  const int64_t cos = gl.cosize();
+  // The direct sums write only the slots gl reaches; holes start zeroed.
+  const bool zero = grads.size() <= K::kDirectSources && cos != gl.size();
+  void* data = nullptr;
+  Ref carrier = Ref::steal(ops_alloc_host(like, cos, sw::DTypeCode::Float32, zero, &data));
+  if (!carrier) return nullptr;
+  if (engine_call_in("gradient accumulation: ", "", [&] {
+        std::vector<K::Source> sources;
+        for (PyObject* g : grads) {
+          TensorObject* t = as_tensor(g);
+          sources.push_back({static_cast<const float*>(carrier_host_data(t->carrier)) + t->offset,
+                             &layout_of(t->layout).leaves()});
+        }
+        K::sum_sources(sources, static_cast<float*>(data), gl.leaves(), cos);
+      }) < 0)
+    return nullptr;
+  return carrier.release();
+}
+
+// Values path of sum_gradients: Python arithmetic slot by slot.
+PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl) {
+  const int64_t cos = gl.cosize();
+  std::vector<int64_t> io, ig;
+  if (engine_call_in("gradient accumulation: ", "", [&] { io = sw::coordinate_indices(gl.leaves()); }) < 0)
+    return nullptr;
+  Ref list = Ref::steal(PyList_New(cos));
+  if (!list) return nullptr;
+  for (Py_ssize_t i = 0; i < cos; ++i) {
+    PyObject* z = PyFloat_FromDouble(0.0);
+    if (!z) return nullptr;
+    PyList_SET_ITEM(list.get(), i, z);
+  }
+  for (PyObject* g : grads) {
+    TensorObject* t = as_tensor(g);
+    if (engine_call_in("gradient accumulation: ", "",
+                       [&] { ig = sw::coordinate_indices(layout_of(t->layout).leaves()); }) < 0)
+      return nullptr;
+    for (size_t k = 0; k < ig.size(); ++k) {
+      Ref v = Ref::steal(carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(ig[k])));
+      if (!v) return nullptr;
+      PyObject* old = PyList_GET_ITEM(list.get(), io[k]);
+      PyObject* s = PyNumber_Add(old, v.get());
+      if (!s) return nullptr;
+      PyList_SET_ITEM(list.get(), io[k], s);
+      Py_DECREF(old);
+    }
+  }
+  return carrier_new_like(like, list.get(), true, nullptr);
+}
+
+// The sum of grads (Tensors of gl's shape, any layouts and carriers) laid
+// out as gl at offset 0 in fresh storage of like's exact class. layout_obj
+// (borrowed, may be NULL) is the Layout object to reuse for gl.
+PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl,
+                        PyObject* layout_obj) {
+  bool host = PyObject_TypeCheck(like, &CPU_Type);
+  if (host) {
+    Ref d = Ref::steal(carrier_dtype(like));
+    if (!d) return nullptr;
+    host = dtype_code(d.get()) == sw::DTypeCode::Float32;
+  }
+  for (PyObject* g : grads) {
+    TensorObject* t = as_tensor(g);
+    if (!(layout_of(t->layout).shape() == gl.shape())) {
+      PyErr_Format(PyExc_ValueError, "gradient of shape %R cannot accumulate into shape %R (layout mismatch)",
+                   shape_obj(g), layout_obj ? reinterpret_cast<LayoutObject*>(layout_obj)->shape : Py_None);
+      return nullptr;
+    }
+    int rel = carrier_is_released(t->carrier);
+    if (rel < 0) return nullptr;
+    if (rel) {
+      PyErr_Format(PyExc_RuntimeError, "a gradient's %s carrier is released", type_name(t->carrier));
+      return nullptr;
+    }
+    if (dtype_code(t->dtype) != sw::DTypeCode::Float32 || !carrier_host_data(t->carrier)) host = false;
+  }
+  Ref carrier = Ref::steal(host ? sum_on_host(like, grads, gl) : sum_as_values(like, grads, gl));
+  if (!carrier) return nullptr;
+  Ref lo = layout_obj ? Ref::borrow(layout_obj) : Ref::steal(layout_from_engine(gl));
+  if (!lo) return nullptr;
+  return tensor_new(carrier.get(), 0, lo.get());
+}
+
+// Sum of grads for tensor t in t's gradient layout, created through like.
+PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>& grads) {
+  const sw::Layout& tl = layout_of(as_tensor(t)->layout);
+  sw::Layout gl;
+  if (engine_call_in("gradient accumulation: ", "", [&] { gl = sw::gradient_layout(tl); }) < 0) return nullptr;
+  return sum_gradients(like, grads, gl, gl == tl ? as_tensor(t)->layout : nullptr);
+}
+
+// ------------------------------------------------------------ the graph
+
+struct Node {
+  Ref tensor;
+  Ref op;        // NULL for a leaf
+  Ref inputs;    // the op's saved inputs at discovery
+  Ref versions;
+  int pending = 0;         // consumers that have not run yet
+  std::vector<Ref> grads;  // contributions
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::unordered_map<PyObject*, size_t> index;
+
+  size_t add(PyObject* t) {
+    auto it = index.find(t);
+    if (it != index.end()) return it->second;
+    Node n;
+    n.tensor = Ref::borrow(t);
+    nodes.push_back(std::move(n));
+    index.emplace(t, nodes.size() - 1);
+    return nodes.size() - 1;
+  }
+};
+
+std::vector<PyObject*> borrowed(const std::vector<Ref>& refs) {
+  std::vector<PyObject*> out;
+  out.reserve(refs.size());
+  for (const Ref& r : refs) out.push_back(r.get());
+  return out;
+}
+
+int freed_error(PyObject* op) {
+  PyErr_Format(PyExc_RuntimeError,
+               "the graph through %s was already freed by a backward pass; use retain_graph=True on the first "
+               "backward to run backward through it again",
+               type_name(op));
+  return -1;
+}
+
+// Discovers the graph reachable from root (already node 0).
+int discover(Graph& g) {
+  std::vector<size_t> stack = {0};
+  while (!stack.empty()) {
+    const size_t i = stack.back();
+    stack.pop_back();
+    PyObject* ctx = as_tensor(g.nodes[i].tensor.get())->autograd_ctx;
+    if (!ctx || ctx == Py_None) continue;
+    if (!is_operation(ctx)) {
+      PyErr_Format(PyExc_TypeError, "autograd_ctx must be an Operation, not %.100s", Py_TYPE(ctx)->tp_name);
+      return -1;
+    }
+    OperationObject* op = reinterpret_cast<OperationObject*>(ctx);
+    if (op->graph_freed) return freed_error(ctx);
+    g.nodes[i].op = Ref::borrow(ctx);
+    if (!op->inputs) continue;
+    if (!PyTuple_Check(op->inputs) || !op->versions || !PyTuple_Check(op->versions) ||
+        PyTuple_GET_SIZE(op->versions) != PyTuple_GET_SIZE(op->inputs)) {
+      PyErr_Format(PyExc_RuntimeError, "%s has inconsistent saved inputs", type_name(ctx));
+      return -1;
+    }
+    g.nodes[i].inputs = Ref::borrow(op->inputs);
+    g.nodes[i].versions = Ref::borrow(op->versions);
+    PyObject* inputs = op->inputs;  // kept alive by the node
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(inputs); ++k) {
+      PyObject* in = PyTuple_GET_ITEM(inputs, k);
+      if (!is_tensor(in) || !differentiable(in)) continue;
+      const size_t before = g.nodes.size();
+      const size_t j = g.add(in);  // may reallocate g.nodes
+      g.nodes[j].pending += 1;
+      if (j == before) stack.push_back(j);
+    }
+  }
+  return 0;
+}
+
+int check_versions(const Node& n) {
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(n.inputs.get()); ++k) {
+    PyObject* in = PyTuple_GET_ITEM(n.inputs.get(), k);
+    if (!is_tensor(in)) continue;
+    PyObject* c = as_tensor(in)->carrier;
+    const unsigned long long now = c ? as_carrier(c)->version : 0;
+    const unsigned long long saved = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(n.versions.get(), k));
+    if (saved == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
+    if (now != saved) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "input %zd saved by %s was modified in-place after the forward pass (version %llu, saved "
+                   "version %llu)",
+                   k, type_name(n.op.get()), now, saved);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// Runs one non-leaf node with cotangent grad; appends the returned gradients
+// to the inputs' nodes.
+int run_node(Graph& g, size_t i, PyObject* grad) {
+  if (check_versions(g.nodes[i]) < 0) return -1;
+  PyObject* op = g.nodes[i].op.get();
+  PyObject* inputs = g.nodes[i].inputs.get();
+  Ref r = Ref::steal(PyObject_CallMethod(op, "backward", "O", grad));
+  if (!r) return -1;
+  if (!PyTuple_Check(r.get()) && !PyList_Check(r.get())) {
+    PyErr_Format(PyExc_TypeError, "%s.backward() must return a tuple or list of gradients, not %.100s",
+                 type_name(op), Py_TYPE(r.get())->tp_name);
+    return -1;
+  }
+  Ref seq = Ref::steal(PySequence_Tuple(r.get()));
+  if (!seq) return -1;
+  const Py_ssize_t count = PyTuple_GET_SIZE(inputs);
+  if (PyTuple_GET_SIZE(seq.get()) != count) {
+    PyErr_Format(PyExc_ValueError, "%s.backward() returned %zd gradients for %zd saved inputs", type_name(op),
+                 PyTuple_GET_SIZE(seq.get()), count);
+    return -1;
+  }
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    PyObject* gk = PyTuple_GET_ITEM(seq.get(), k);
+    PyObject* in = PyTuple_GET_ITEM(inputs, k);
+    if (gk == Py_None || !is_tensor(in) || !differentiable(in)) continue;
+    if (autograd_check_cotangent(in, gk) < 0) {
+      // Name the node: the contract error alone does not say who broke it.
+      char where[64];
+      std::snprintf(where, sizeof where, ".backward() gradient %zd: ", k);
+      return autograd::add_error_context(type_name(op), where);
+    }
+    g.nodes[g.index.at(in)].grads.push_back(Ref::borrow(gk));
+  }
+  return 0;
+}
+
+// The implicit gradient 1 of a one-element root, in its layout.
+PyObject* ones_like_scalar(PyObject* t) {
+  TensorObject* tt = as_tensor(t);
+  Ref one = Ref::steal(PyFloat_FromDouble(1.0));
+  if (!one) return nullptr;
+  const int64_t cos = layout_of(tt->layout).cosize();
+  Ref list = Ref::steal(PyList_New(cos));
+  if (!list) return nullptr;
+  for (Py_ssize_t i = 0; i < cos; ++i) PyList_SET_ITEM(list.get(), i, one.new_ref());
+  Ref c = Ref::steal(carrier_new_like(tt->carrier, list.get(), true, nullptr));
+  if (!c) return nullptr;
+  return tensor_new(c.get(), 0, tt->layout);
+}
+
+// Commits .grad of the committed nodes only when every sum succeeded, so a
+// failed pass leaves every .grad untouched.
+int commit_grads(Graph& g, const std::vector<size_t>& commit) {
+  std::vector<Ref> fresh;
+  fresh.reserve(commit.size());
+  for (size_t c : commit) {
+    Node& n = g.nodes[c];
+    TensorObject* t = as_tensor(n.tensor.get());
+    std::vector<PyObject*> all;
+    if (t->grad) all.push_back(t->grad);
+    for (const Ref& r : n.grads) all.push_back(r.get());
+    fresh.push_back(Ref::steal(gradient_for(n.tensor.get(), t->carrier, all)));
+    if (!fresh.back()) return -1;
+  }
+  for (size_t c = 0; c < commit.size(); ++c)
+    Py_XSETREF(as_tensor(g.nodes[commit[c]].tensor.get())->grad, fresh[c].release());
+  return 0;
+}
+
+// The traversal proper; grad mode is already off.
+int traverse(PyObject* root, PyObject* gradient, bool retain_graph) {
+  Graph g;
+  g.add(root);
+  g.nodes[0].grads.push_back(Ref::borrow(gradient));
+  if (discover(g) < 0) return -1;
+  if (g.nodes[0].pending != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "the autograd graph contains a cycle through the tensor backward started from");
+    return -1;
+  }
+  std::vector<size_t> ready = {0};
+  std::vector<size_t> commit;
+  size_t processed = 0;
+  while (!ready.empty()) {
+    const size_t i = ready.back();
+    ready.pop_back();
+    ++processed;
+    Node& n = g.nodes[i];
+    if (!n.grads.empty() && (!n.op || as_tensor(n.tensor.get())->retains_grad)) commit.push_back(i);
+    if (n.op && n.inputs && !n.grads.empty()) {
+      PyObject* like = as_tensor(n.grads[0].get())->carrier;
+      Ref grad = n.grads.size() == 1 ? Ref::borrow(n.grads[0].get())
+                                     : Ref::steal(gradient_for(n.tensor.get(), like, borrowed(n.grads)));
+      if (!grad) return -1;
+      if (run_node(g, i, grad.get()) < 0) return -1;
+    }
+    if (PyObject* inputs = g.nodes[i].inputs.get()) {
+      for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(inputs); ++k) {
+        PyObject* in = PyTuple_GET_ITEM(inputs, k);
+        if (!is_tensor(in) || !differentiable(in)) continue;
+        const size_t j = g.index.at(in);
+        if (--g.nodes[j].pending == 0) ready.push_back(j);
+      }
+    }
+  }
+  if (processed != g.nodes.size()) {
+    PyErr_SetString(PyExc_RuntimeError, "the autograd graph contains a cycle");
+    return -1;
+  }
+  if (commit_grads(g, commit) < 0) return -1;
+  if (!retain_graph) {
+    for (Node& n : g.nodes) {
+      if (!n.op) continue;
+      OperationObject* op = reinterpret_cast<OperationObject*>(n.op.get());
+      op->graph_freed = true;
+      Py_CLEAR(op->inputs);
+      Py_CLEAR(op->versions);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int autograd_check_cotangent(PyObject* target, PyObject* g) {
+  if (!is_tensor(g)) {
+    PyErr_Format(PyExc_TypeError, "gradient must be a Tensor, not %.100s", Py_TYPE(g)->tp_name);
+    return -1;
+  }
+  if (tensor_reject_multi(g, "gradient") < 0) return -1;
+  if (!differentiable(g)) {
+    PyErr_Format(PyExc_TypeError, "gradient must be Float32 or Floating, not %s", dtype_label(as_tensor(g)->dtype));
+    return -1;
+  }
+  int rel = carrier_is_released(as_tensor(g)->carrier);
+  if (rel < 0) return -1;
+  if (rel) {
+    PyErr_Format(PyExc_RuntimeError, "the gradient's %s carrier is released", type_name(as_tensor(g)->carrier));
+    return -1;
+  }
+  sw::CotangentFit fit = sw::CotangentFit::Ok;
+  const sw::Layout& tl = layout_of(as_tensor(target)->layout);
+  const sw::Layout& gl = layout_of(as_tensor(g)->layout);
+  if (engine_call([&] { fit = sw::cotangent_fit(tl, gl); }) < 0) return -1;
+  switch (fit) {
+    case sw::CotangentFit::Ok:
+      return 0;
+    case sw::CotangentFit::ShapeDiffers:
+      PyErr_Format(PyExc_ValueError,
+                   "gradient shape %R does not match the tensor's shape %R (gradient layout contract)", shape_obj(g),
+                   shape_obj(target));
+      return -1;
+    case sw::CotangentFit::NotOwnLayout:
+      PyErr_Format(PyExc_ValueError, "gradient layout %R must equal the injective tensor's layout %R",
+                   as_tensor(g)->layout, as_tensor(target)->layout);
+      return -1;
+    case sw::CotangentFit::NotInjective:
+      PyErr_Format(PyExc_ValueError, "a broadcast tensor needs a gradient of its shape in an injective layout, got %R",
+                   as_tensor(g)->layout);
+      return -1;
+  }
+  return 0;
+}
+
+PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"gradient", "retain_graph", nullptr};
+  PyObject* gradient = Py_None;
+  int retain_graph = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op:backward", const_cast<char**>(kwlist), &gradient,
+                                   &retain_graph))
+    return nullptr;
+  if (tensor_reject_multi(self, "backward") < 0) return nullptr;
+  if (!differentiable(self)) {
+    PyErr_Format(PyExc_RuntimeError, "backward() on a non-differentiable %s tensor",
+                 dtype_label(as_tensor(self)->dtype));
+    return nullptr;
+  }
+  Ref g;
+  if (gradient == Py_None) {
+    if (layout_of(as_tensor(self)->layout).size() != 1) {
+      PyErr_SetString(PyExc_RuntimeError, "backward() needs a gradient unless the tensor is a one-element scalar");
+      return nullptr;
+    }
+    g = Ref::steal(ones_like_scalar(self));
+    if (!g) return nullptr;
+  } else {
+    if (autograd_check_cotangent(self, gradient) < 0) return nullptr;
+    g = Ref::borrow(gradient);
+  }
+  int rc;
+  {
+    NoGrad off;
+    try {
+      rc = traverse(self, g.get(), retain_graph != 0);
+    } catch (...) {  // the traversal's own bookkeeping (std::bad_alloc)
+      rc = raise_engine_exception();
+    }
+  }
+  if (rc < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+int autograd_module_init(PyObject*) { return 0; }
+
+}  // namespace swpy

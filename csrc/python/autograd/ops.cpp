@@ -1,0 +1,146 @@
+// The differentiable operations broadcast_to, add, mul, relu and reduce_sum
+// as module functions and Tensor operators: each call creates a node of the
+// operation's native Operation subclass and runs Operation.forward.
+// The node types' forward and backward live in ops_binary.cpp and
+// ops_unary.cpp; the shared machinery in ops_support.cpp.
+#include "autograd/ops_support.hpp"
+
+namespace swpy {
+
+namespace ops {
+
+PyTypeObject BroadcastToOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.BroadcastToOperation",
+                                          sizeof(OperationObject)};
+PyTypeObject AddOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AddOperation",
+                                  sizeof(OperationObject)};
+PyTypeObject MulOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.MulOperation",
+                                  sizeof(MulOperationObject)};
+PyTypeObject ReluOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.ReluOperation",
+                                   sizeof(OperationObject)};
+PyTypeObject ReduceSumOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.ReduceSumOperation",
+                                        sizeof(OperationObject)};
+
+namespace {
+
+int ready_op(PyObject* module, PyTypeObject* type, const char* name, const char* op_name, PyMethodDef* methods,
+             const char* doc) {
+  type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  type->tp_base = &Operation_Type;
+  if (!type->tp_traverse) type->tp_traverse = Operation_Type.tp_traverse;
+  if (!type->tp_clear) type->tp_clear = Operation_Type.tp_clear;
+  type->tp_methods = methods;
+  type->tp_doc = doc;
+  if (add_type(module, type, name) < 0) return -1;
+  Ref n = Ref::steal(PyUnicode_FromString(op_name));
+  if (!n) return -1;
+  int rc = PyDict_SetItemString(type->tp_dict, "op_name", n.get());
+  PyType_Modified(type);
+  return rc;
+}
+
+// Creates a node of type and runs Operation.forward with args.
+PyObject* run_op(PyTypeObject* type, PyObject* args) {
+  Ref op = Ref::steal(type->tp_alloc(type, 0));
+  if (!op) return nullptr;
+  return operation_forward(op.get(), args);
+}
+
+// Packs the arguments and runs a node of type.
+template <class... Args>
+PyObject* run_op_with(PyTypeObject* type, Args... args) {
+  Ref packed = Ref::steal(PyTuple_Pack(sizeof...(Args), args...));
+  if (!packed) return nullptr;
+  return run_op(type, packed.get());
+}
+
+// mul(number, tensor) is mul(tensor, number): the product commutes.
+PyObject* mul_args(PyObject* a, PyObject* b) {
+  if (!is_tensor(a) && is_tensor(b) && is_scalar(a)) return PyTuple_Pack(2, b, a);
+  return PyTuple_Pack(2, a, b);
+}
+
+int check_arity(PyObject* args, Py_ssize_t n, const char* usage) {
+  if (PyTuple_GET_SIZE(args) == n) return 0;
+  PyErr_Format(PyExc_TypeError, "%s, got %zd", usage, PyTuple_GET_SIZE(args));
+  return -1;
+}
+
+PyObject* mod_broadcast_to(PyObject*, PyObject* args) {
+  if (check_arity(args, 2, "broadcast_to() takes 2 arguments (t, shape)") < 0) return nullptr;
+  return run_op(&BroadcastToOperation_Type, args);
+}
+
+PyObject* mod_add(PyObject*, PyObject* args) {
+  if (check_arity(args, 2, "add() takes 2 arguments (a, b)") < 0) return nullptr;
+  return run_op(&AddOperation_Type, args);
+}
+
+PyObject* mod_mul(PyObject*, PyObject* args) {
+  if (check_arity(args, 2, "mul() takes 2 arguments (a, b)") < 0) return nullptr;
+  Ref t = Ref::steal(mul_args(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1)));
+  if (!t) return nullptr;
+  return run_op(&MulOperation_Type, t.get());
+}
+
+PyObject* mod_relu(PyObject*, PyObject* t) { return run_op_with(&ReluOperation_Type, t); }
+
+PyObject* mod_reduce_sum(PyObject*, PyObject* t) { return run_op_with(&ReduceSumOperation_Type, t); }
+
+PyMethodDef module_methods[] = {
+    {"broadcast_to", mod_broadcast_to, METH_VARARGS,
+     "broadcast_to(t, shape) -> Tensor: a stride-0 view of t on the same carrier (Layout.broadcast_to rules)."},
+    {"add", mod_add, METH_VARARGS,
+     "add(a, b) -> Tensor: elementwise sum of CPU or Generic tensors of one class and dtype; extent-1 leaves "
+     "broadcast. Fresh compact storage."},
+    {"mul", mod_mul, METH_VARARGS,
+     "mul(a, b) -> Tensor: elementwise product; b may be a Python int or float. Fresh compact storage."},
+    {"relu", mod_relu, METH_O, "relu(t) -> Tensor: max(0, x) elementwise. Fresh compact storage."},
+    {"reduce_sum", mod_reduce_sum, METH_O,
+     "reduce_sum(t) -> Tensor: rank-0 (Shape()) tensor holding the sum of all logical values."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+}  // namespace ops
+
+PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data) {
+  return ops::alloc_host(like, n, dtype, zero, data);
+}
+
+PyObject* tensor_add(PyObject* a, PyObject* b) {
+  if (!is_tensor(a) || !is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
+  return ops::run_op_with(&ops::AddOperation_Type, a, b);
+}
+
+PyObject* tensor_mul(PyObject* a, PyObject* b) {
+  using ops::is_scalar;
+  const bool ok = (is_tensor(a) && (is_tensor(b) || is_scalar(b))) || (is_tensor(b) && is_scalar(a));
+  if (!ok) Py_RETURN_NOTIMPLEMENTED;
+  Ref args = Ref::steal(ops::mul_args(a, b));
+  if (!args) return nullptr;
+  return ops::run_op(&ops::MulOperation_Type, args.get());
+}
+
+PyObject* tensor_neg(PyObject* a) {
+  Ref m1 = Ref::steal(PyLong_FromLong(-1));
+  if (!m1) return nullptr;
+  return ops::run_op_with(&ops::MulOperation_Type, a, m1.get());
+}
+
+int ops_module_init(PyObject* module) {
+  using namespace ops;
+  MulOperation_Type.tp_traverse = Mul_traverse;
+  MulOperation_Type.tp_clear = Mul_clear;
+  MulOperation_Type.tp_dealloc = Mul_dealloc;
+  if (ready_op(module, &BroadcastToOperation_Type, "BroadcastToOperation", "broadcast_to", BroadcastTo_methods,
+               "Node of broadcast_to(t, shape).") < 0 ||
+      ready_op(module, &AddOperation_Type, "AddOperation", "add", Add_methods, "Node of add(a, b).") < 0 ||
+      ready_op(module, &MulOperation_Type, "MulOperation", "mul", Mul_methods, "Node of mul(a, b).") < 0 ||
+      ready_op(module, &ReluOperation_Type, "ReluOperation", "relu", Relu_methods, "Node of relu(t).") < 0 ||
+      ready_op(module, &ReduceSumOperation_Type, "ReduceSumOperation", "reduce_sum", ReduceSum_methods,
+               "Node of reduce_sum(t).") < 0)
+    return -1;
+  return PyModule_AddFunctions(module, module_methods);
+}
+
+}  // namespace swpy

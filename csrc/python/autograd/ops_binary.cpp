@@ -1,0 +1,257 @@
+// add and mul: elementwise with broadcasting (mul also by a Python number),
+// forward and backward.
+//
+// Decisions where the contract is silent: operands must share one carrier
+// class and one dtype (TypeError); Int32 results out of range raise
+// OverflowError on both storage paths; an Int32 tensor multiplies only by an
+// int.
+#include "autograd/ops_support.hpp"
+
+namespace swpy::ops {
+
+namespace {
+
+// Output layout of a binary operation (compact over the broadcast shape)
+// and both operands' iteration leaves over it.
+int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::Layout* out, Leaves* la, Leaves* lb) {
+  try {
+    sw::IntTree shape = sw::broadcast_shapes(a.L().shape(), b.L().shape());
+    *la = a.L().broadcast_to(shape).leaves();
+    *lb = b.L().broadcast_to(shape).leaves();
+    *out = sw::compact(shape);
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    PyErr_Format(PyExc_ValueError, "%s(): shapes %R and %R are not broadcast-compatible (%s)", op,
+                 autograd::shape_obj(a.tensor), autograd::shape_obj(b.tensor), e.what());
+    return -1;
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
+enum class Binary { Add, Mul };
+
+PyObject* binary_forward(Binary kind, const Operand& a, const Operand& b, const char* op) {
+  sw::Layout out;
+  Leaves la, lb;
+  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0) return nullptr;
+  const int64_t n = out.size();
+  if (a.host && b.host)
+    return host_forward(op, a, out, [&](void* data) {
+      if (kind == Binary::Add) K::add(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
+      else K::mul(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
+    });
+  std::vector<int64_t> ia, ib;
+  if (index_list(la, ia) < 0 || index_list(lb, ib) < 0) return nullptr;
+  Ref list = Ref::steal(PyList_New(n));
+  if (!list) return nullptr;
+  for (int64_t k = 0; k < n; ++k) {
+    Ref va = Ref::steal(get_slot(a, ia[k]));
+    if (!va) return nullptr;
+    Ref vb = Ref::steal(get_slot(b, ib[k]));
+    if (!vb) return nullptr;
+    PyObject* v = kind == Binary::Add ? PyNumber_Add(va.get(), vb.get()) : PyNumber_Multiply(va.get(), vb.get());
+    if (!v) return nullptr;
+    PyList_SET_ITEM(list.get(), k, v);
+  }
+  return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), out, nullptr);
+}
+
+// ---------------------------------------------------------------- add
+
+PyObject* Add_forward(PyObject*, PyObject* args) {
+  PyObject *x, *y;
+  if (!PyArg_UnpackTuple(args, "add", 2, 2, &x, &y)) return nullptr;
+  Operand a, b;
+  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0)
+    return nullptr;
+  return binary_forward(Binary::Add, a, b, "add");
+}
+
+PyObject* Add_backward(PyObject* self, PyObject* g) {
+  PyObject* in = saved_inputs(self, 2, "add");
+  if (!in) return nullptr;
+  Operand go;
+  if (cotangent_operand(g, "add", &go) < 0) return nullptr;
+  PyObject* a = PyTuple_GET_ITEM(in, 0);
+  PyObject* b = PyTuple_GET_ITEM(in, 1);
+  Ref ga, gb;
+  if (differentiable(a) && !(ga = Ref::steal(reduce_to(go, a, "add")))) return nullptr;
+  if (differentiable(b) && !(gb = Ref::steal(reduce_to(go, b, "add")))) return nullptr;
+  return pair_or_none(ga.release(), gb.release());
+}
+
+// ---------------------------------------------------------------- mul
+
+// The scalar as the host kernels take it: a double (Float32) or an int64
+// (Int32; out of int64 is out of the Int32 result range too). 0 / -1.
+int scalar_value(DTypeCode dtype, PyObject* s, double* sd, long long* si) {
+  if (dtype == DTypeCode::Float32) {
+    *sd = PyFloat_AsDouble(s);
+    return (*sd == -1.0 && PyErr_Occurred()) ? -1 : 0;
+  }
+  int overflow = 0;
+  *si = PyLong_AsLongLongAndOverflow(s, &overflow);
+  if (*si == -1 && PyErr_Occurred()) return -1;
+  if (overflow) {
+    PyErr_SetString(PyExc_OverflowError, "mul(): Int32 result out of range");
+    return -1;
+  }
+  return 0;
+}
+
+PyObject* scalar_forward(PyObject* self, const Operand& a, PyObject* s) {
+  if (a.dtype == DTypeCode::Int32 && !PyLong_Check(s)) {
+    PyErr_Format(PyExc_TypeError, "mul(): an Int32 tensor multiplies only by an int, not %.100s",
+                 Py_TYPE(s)->tp_name);
+    return nullptr;
+  }
+  Py_XSETREF(reinterpret_cast<MulOperationObject*>(self)->scalar, Py_NewRef(s));
+  sw::Layout out;
+  if (forward_call("mul", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
+  const int64_t n = out.size();
+  if (a.host) {
+    double sd = 0;
+    long long si = 0;
+    if (scalar_value(a.dtype, s, &sd, &si) < 0) return nullptr;
+    return host_forward("mul", a, out, [&](void* data) {
+      if (a.dtype == DTypeCode::Float32)
+        K::mul_scalar_f32(static_cast<const float*>(a.at()), a.L().leaves(), sd, static_cast<float*>(data),
+                          out.leaves());
+      else
+        K::mul_scalar_i32(static_cast<const int32_t*>(a.at()), a.L().leaves(), si, static_cast<int32_t*>(data),
+                          out.leaves());
+    });
+  }
+  std::vector<int64_t> ia;
+  if (index_list(a.L().leaves(), ia) < 0) return nullptr;
+  Ref list = Ref::steal(PyList_New(n));
+  if (!list) return nullptr;
+  for (int64_t k = 0; k < n; ++k) {
+    Ref va = Ref::steal(get_slot(a, ia[k]));
+    if (!va) return nullptr;
+    PyObject* v = PyNumber_Multiply(va.get(), s);
+    if (!v) return nullptr;
+    PyList_SET_ITEM(list.get(), k, v);
+  }
+  return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), out, nullptr);
+}
+
+PyObject* Mul_forward(PyObject* self, PyObject* args) {
+  PyObject *x, *y;
+  if (!PyArg_UnpackTuple(args, "mul", 2, 2, &x, &y)) return nullptr;
+  Operand a, b;
+  if (compute_operand(x, "mul", &a) < 0) return nullptr;
+  if (!is_tensor(y)) {
+    if (!is_scalar(y)) {
+      PyErr_Format(PyExc_TypeError, "mul() expects a Tensor or a Python int/float as b, not %.100s",
+                   Py_TYPE(y)->tp_name);
+      return nullptr;
+    }
+    return scalar_forward(self, a, y);
+  }
+  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0) return nullptr;
+  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
+  return binary_forward(Binary::Mul, a, b, "mul");
+}
+
+// Gradient of x for mul: g * other (other broadcast over g's extents, or the
+// scalar s when other is NULL), summed onto x's gradient layout.
+PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObject* s) {
+  const sw::Layout& xl = layout_of(as_tensor(xt)->layout);
+  sw::Layout gl;
+  Leaves lo, ly;
+  if (backward_call("mul", [&] {
+        gl = sw::gradient_layout(xl);
+        if (other) ly = other->L().broadcast_to(g.L().shape()).leaves();
+        lo = sw::reduction_leaves(g.L(), xl, gl);
+      }) < 0)
+    return nullptr;
+  // Leaves x had at extent 1 and g widened are summed over.
+  const bool reduce = sw::has_stride_zero(lo);
+  if (reduce && !other) {
+    PyErr_SetString(PyExc_ValueError, "mul backward: the gradient's shape does not match the input's shape");
+    return nullptr;
+  }
+  PyObject* lobj = grad_layout_object(xt, gl);
+  const int64_t cos = gl.cosize();
+  if (g.host_f32() && (other ? other->host_f32() : true)) {
+    double sd = 0;
+    if (!other) {
+      sd = PyFloat_AsDouble(s);
+      if (sd == -1.0 && PyErr_Occurred()) return nullptr;
+    }
+    return host_gradient("mul", g, gl, lobj, false, [&](void* out) {
+      const float* gp = static_cast<const float*>(g.at());
+      float* op = static_cast<float*>(out);
+      if (reduce)
+        K::mul_broadcast_backward(gp, g.L().leaves(), static_cast<const float*>(other->at()), ly, op, lo, cos);
+      else if (other)
+        K::mul(DTypeCode::Float32, gp, g.L().leaves(), other->at(), ly, op, lo);
+      else
+        K::mul_scalar_f32(gp, g.L().leaves(), sd, op, lo);
+    });
+  }
+  std::vector<int64_t> ig, iy, io;
+  if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;
+  if (other && index_list(ly, iy) < 0) return nullptr;
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  if (!list) return nullptr;
+  for (size_t k = 0; k < ig.size(); ++k) {
+    Ref gv = Ref::steal(get_slot(g, ig[k]));
+    if (!gv) return nullptr;
+    Ref yv = other ? Ref::steal(get_slot(*other, iy[k])) : Ref::borrow(s);
+    if (!yv) return nullptr;
+    if (list_accumulate(list.get(), io[k], PyNumber_Multiply(gv.get(), yv.get())) < 0) return nullptr;
+  }
+  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), gl, lobj);
+}
+
+PyObject* Mul_backward(PyObject* self, PyObject* g) {
+  PyObject* s = reinterpret_cast<MulOperationObject*>(self)->scalar;
+  PyObject* in = saved_inputs(self, s ? 1 : 2, "mul");
+  if (!in) return nullptr;
+  Operand go;
+  if (cotangent_operand(g, "mul", &go) < 0) return nullptr;
+  PyObject* a = PyTuple_GET_ITEM(in, 0);
+  if (s) {
+    if (!differentiable(a)) return single(Py_NewRef(Py_None));
+    return single(mul_grad(go, a, nullptr, s));
+  }
+  PyObject* b = PyTuple_GET_ITEM(in, 1);
+  Operand ao, bo;
+  if (saved_operand(a, "mul", &ao) < 0 || saved_operand(b, "mul", &bo) < 0) return nullptr;
+  Ref ga, gb;
+  if (differentiable(a) && !(ga = Ref::steal(mul_grad(go, a, &bo, nullptr)))) return nullptr;
+  if (differentiable(b) && !(gb = Ref::steal(mul_grad(go, b, &ao, nullptr)))) return nullptr;
+  return pair_or_none(ga.release(), gb.release());
+}
+
+}  // namespace
+
+int Mul_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<MulOperationObject*>(self)->scalar);
+  return Operation_Type.tp_traverse(self, visit, arg);
+}
+
+int Mul_clear(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
+  return Operation_Type.tp_clear(self);
+}
+
+void Mul_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
+  Operation_Type.tp_dealloc(self);
+}
+
+PyMethodDef Add_methods[] = {
+    {"_forward", Add_forward, METH_VARARGS, "_forward(a, b): elementwise sum with broadcasting."},
+    {"backward", Add_backward, METH_O, "Passes the cotangent to both inputs (summed over broadcast leaves)."},
+    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef Mul_methods[] = {
+    {"_forward", Mul_forward, METH_VARARGS, "_forward(a, b): elementwise product; b may be an int or float."},
+    {"backward", Mul_backward, METH_O, "g*b and g*a, reading the saved inputs from storage now."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace swpy::ops

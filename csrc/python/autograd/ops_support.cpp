@@ -1,0 +1,231 @@
+// Operands, results and gradient helpers of the differentiable operations
+// (see ops_support.hpp).
+#include "autograd/ops_support.hpp"
+
+#include <cstdio>
+
+namespace swpy::ops {
+
+// ------------------------------------------------------------ operands
+
+namespace {
+
+int reject_multi(PyObject* t, const char* op) {
+  char reason[96];
+  std::snprintf(reason, sizeof reason, "operation %s", op);
+  return tensor_reject_multi(t, reason);
+}
+
+int check_live(const Operand& o, const char* op) {
+  int r = carrier_is_released(o.carrier);
+  if (r < 0) return -1;
+  if (r) {
+    PyErr_Format(PyExc_RuntimeError, "%s(): the tensor's %s carrier is released", op, type_name(o.carrier));
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int view_operand(PyObject* t, const char* op, Operand* o) {
+  if (!is_tensor(t)) {
+    PyErr_Format(PyExc_TypeError, "%s() expects a Tensor, not %.100s", op, Py_TYPE(t)->tp_name);
+    return -1;
+  }
+  if (reject_multi(t, op) < 0) return -1;
+  TensorObject* tt = as_tensor(t);
+  o->tensor = t;
+  o->carrier = tt->carrier;
+  o->offset = tt->offset;
+  o->layout = &layout_of(tt->layout);
+  o->dtype = dtype_code(tt->dtype);
+  return check_live(*o, op);
+}
+
+int compute_operand(PyObject* t, const char* op, Operand* o) {
+  if (view_operand(t, op, o) < 0) return -1;
+  o->host = carrier_host_data(o->carrier);
+  if (!o->host && !PyObject_TypeCheck(o->carrier, &Generic_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not a %s carrier", op,
+                 type_name(o->carrier));
+    return -1;
+  }
+  const bool ok = o->host ? K::supports(o->dtype)
+                          : (o->dtype == DTypeCode::Any || o->dtype == DTypeCode::Floating ||
+                             o->dtype == DTypeCode::Float32 || o->dtype == DTypeCode::Int32);
+  if (!ok) {
+    PyErr_Format(PyExc_TypeError, "%s() does not support %s tensors", op, dtype_label(as_tensor(t)->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+int check_pair(const Operand& a, const Operand& b, const char* op) {
+  if (Py_TYPE(a.carrier) != Py_TYPE(b.carrier)) {
+    PyErr_Format(PyExc_TypeError, "%s() needs tensors of one carrier class, got %s and %s", op, type_name(a.carrier),
+                 type_name(b.carrier));
+    return -1;
+  }
+  if (a.dtype != b.dtype || (a.dtype == DTypeCode::Compound)) {
+    PyErr_Format(PyExc_TypeError, "%s() needs tensors of one dtype, got %s and %s", op,
+                 dtype_label(as_tensor(a.tensor)->dtype), dtype_label(as_tensor(b.tensor)->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+int cotangent_operand(PyObject* g, const char* op, Operand* o) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s backward", op);
+  if (view_operand(g, name, o) < 0) return -1;
+  o->host = carrier_host_data(o->carrier);
+  if (!dtype_is_differentiable(as_tensor(g)->dtype)) {
+    PyErr_Format(PyExc_TypeError, "%s: the gradient must be Float32 or Floating, not %s", name,
+                 dtype_label(as_tensor(g)->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+int saved_operand(PyObject* t, const char* op, Operand* o) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s backward", op);
+  if (view_operand(t, name, o) < 0) return -1;
+  o->host = carrier_host_data(o->carrier);
+  return 0;
+}
+
+int index_list(const Leaves& l, std::vector<int64_t>& out) {
+  return engine_call([&] { out = sw::coordinate_indices(l); });
+}
+
+// ------------------------------------------------------------ results
+
+PyObject* alloc_host(PyObject* like, Py_ssize_t n, DTypeCode dtype, bool zero, void** data) {
+  Ref c = Ref::steal(Py_TYPE(like) == &CPU_Type ? cpu_new(n, dtype, true, !zero)
+                                                 : carrier_allocate_like(like, n, true, dtype_singleton(dtype), !zero));
+  if (!c) return nullptr;
+  *data = carrier_host_data(c.get());
+  if (!*data) {
+    PyErr_Format(PyExc_TypeError, "%s.allocate_like() returned storage without host memory", type_name(like));
+    return nullptr;
+  }
+  return c.release();
+}
+
+PyObject* wrap(PyObject* carrier, const sw::Layout& l, PyObject* layout_obj) {
+  Ref c = Ref::steal(carrier);
+  if (!c) return nullptr;
+  Ref lo = layout_obj ? Ref::borrow(layout_obj) : Ref::steal(layout_from_engine(l));
+  if (!lo) return nullptr;
+  return tensor_new(c.get(), 0, lo.get());
+}
+
+PyObject* zero_list(DTypeCode dtype, Py_ssize_t n) {
+  Ref list = Ref::steal(PyList_New(n));
+  if (!list) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* z = value_zero(dtype);
+    if (!z) return nullptr;
+    PyList_SET_ITEM(list.get(), i, z);
+  }
+  return list.release();
+}
+
+PyObject* get_slot(const Operand& o, int64_t idx) {
+  return carrier_get(o.carrier, o.offset + static_cast<Py_ssize_t>(idx));
+}
+
+int list_accumulate(PyObject* list, int64_t slot, PyObject* v) {
+  Ref value = Ref::steal(v);
+  if (!value) return -1;
+  PyObject* old = PyList_GET_ITEM(list, slot);
+  PyObject* s = PyNumber_Add(old, value.get());
+  if (!s) return -1;
+  PyList_SET_ITEM(list, slot, s);
+  Py_DECREF(old);
+  return 0;
+}
+
+void list_store(PyObject* list, int64_t slot, PyObject* v) {
+  PyObject* old = PyList_GET_ITEM(list, slot);
+  PyList_SET_ITEM(list, slot, v);
+  Py_DECREF(old);
+}
+
+PyObject* pair_or_none(PyObject* a, PyObject* b) {
+  Ref ra = Ref::steal(a), rb = Ref::steal(b);
+  PyObject* r = PyTuple_New(2);
+  if (!r) return nullptr;
+  PyTuple_SET_ITEM(r, 0, ra ? ra.release() : Py_NewRef(Py_None));
+  PyTuple_SET_ITEM(r, 1, rb ? rb.release() : Py_NewRef(Py_None));
+  return r;
+}
+
+PyObject* single(PyObject* a) {
+  Ref ra = Ref::steal(a);
+  if (!ra) return nullptr;
+  PyObject* r = PyTuple_New(1);
+  if (!r) return nullptr;
+  PyTuple_SET_ITEM(r, 0, ra.release());
+  return r;
+}
+
+// ------------------------------------------------------------ gradients
+
+PyObject* saved_inputs(PyObject* self, Py_ssize_t n, const char* op) {
+  OperationObject* o = reinterpret_cast<OperationObject*>(self);
+  if (!o->inputs) {
+    if (o->graph_freed)
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s backward: the graph was freed by an earlier backward pass; pass retain_graph=True to "
+                   "backward more than once",
+                   op);
+    else
+      PyErr_Format(PyExc_RuntimeError, "%s backward: no forward pass was recorded", op);
+    return nullptr;
+  }
+  if (PyTuple_GET_SIZE(o->inputs) != n) {
+    PyErr_Format(PyExc_RuntimeError, "%s backward: expected %zd saved inputs, found %zd", op, n,
+                 PyTuple_GET_SIZE(o->inputs));
+    return nullptr;
+  }
+  return o->inputs;
+}
+
+PyObject* grad_layout_object(PyObject* x, const sw::Layout& gl) {
+  return gl == layout_of(as_tensor(x)->layout) ? as_tensor(x)->layout : nullptr;
+}
+
+PyObject* reduce_to(const Operand& g, PyObject* xt, const char* op) {
+  const sw::Layout& xl = layout_of(as_tensor(xt)->layout);
+  sw::Layout gl;
+  if (backward_call(op, [&] { gl = sw::gradient_layout(xl); }) < 0) return nullptr;
+  if (g.L() == gl) return Py_NewRef(g.tensor);
+  Leaves lo;
+  if (backward_call(op, [&] { lo = sw::reduction_leaves(g.L(), xl, gl); }) < 0) return nullptr;
+  PyObject* lobj = grad_layout_object(xt, gl);
+  const int64_t cos = gl.cosize();
+  if (g.host_f32()) {
+    // A plain relayout copies; only broadcast leaves need the summing pass
+    // (which writes every slot).
+    const bool reduce = sw::has_stride_zero(lo);
+    return host_gradient(op, g, gl, lobj, reduce, [&](void* out) {
+      if (reduce)
+        K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out), lo,
+                                  cos);
+      else
+        K::copy(DTypeCode::Float32, g.at(), g.L().leaves(), out, lo);
+    });
+  }
+  std::vector<int64_t> ig, io;
+  if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  if (!list) return nullptr;
+  for (size_t k = 0; k < ig.size(); ++k)
+    if (list_accumulate(list.get(), io[k], get_slot(g, ig[k])) < 0) return nullptr;
+  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), gl, lobj);
+}
+
+}  // namespace swpy::ops

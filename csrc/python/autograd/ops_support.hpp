@@ -1,0 +1,164 @@
+// Shared by the differentiable operations' files (ops_*.cpp): operands,
+// results on the two storage paths, and the gradient helpers.
+//
+// Storage paths. An operand whose carrier is native host memory (CPU) is
+// computed by the engine kernels (csrc/engine/kernels.hpp) straight on the
+// carrier's buffer; a Generic operand is computed value by value in Python
+// arithmetic and stored through carrier_new_like, which coerces (Float32
+// rounds to binary32, Int32 is range checked). Every result is fresh compact
+// storage (the compact layout of its shape, offset 0) of the operands'
+// exact carrier class; broadcast_to alone is a view on the same carrier.
+//
+// Gradients follow the layout rule of autograd (sw::gradient_layout): the
+// input's own layout when it is injective, else the compact layout of its
+// shape, in fresh storage of the cotangent's carrier class. Backward reads
+// saved inputs from their carriers when it runs, not from a forward copy.
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "autograd/internal.hpp"
+#include "kernels.hpp"
+
+namespace swpy::ops {
+
+namespace K = sw::kernels;
+using Leaves = K::Leaves;
+using sw::DTypeCode;
+using autograd::differentiable;
+using autograd::dtype_label;
+
+// ------------------------------------------------------------ operands
+
+struct Operand {
+  PyObject* tensor = nullptr;   // borrowed
+  PyObject* carrier = nullptr;  // borrowed
+  Py_ssize_t offset = 0;
+  const sw::Layout* layout = nullptr;
+  DTypeCode dtype = DTypeCode::Any;
+  void* host = nullptr;  // slot 0 of native host storage; NULL on the values path
+
+  const sw::Layout& L() const { return *layout; }
+  // Address of the tensor's offset slot in host storage.
+  const void* at() const {
+    return static_cast<const char*>(host) + static_cast<size_t>(offset) * sw::itemsize(dtype);
+  }
+  bool host_f32() const { return host && dtype == DTypeCode::Float32; }
+};
+
+// A Tensor argument without storage checks (for views). 0 / -1.
+int view_operand(PyObject* t, const char* op, Operand* o);
+// A computed operand: a live CPU (host) or Generic tensor of a dtype the
+// arithmetic supports.
+int compute_operand(PyObject* t, const char* op, Operand* o);
+// Both operands of a binary operation: one carrier class, one dtype.
+int check_pair(const Operand& a, const Operand& b, const char* op);
+// The cotangent argument of a native backward, and a saved input read at
+// backward time.
+int cotangent_operand(PyObject* g, const char* op, Operand* o);
+int saved_operand(PyObject* t, const char* op, Operand* o);
+
+// Engine work of operation op: errors name "op(): ..." (forward) or
+// "op backward: ..." (backward).
+template <class F>
+int forward_call(const char* op, F&& f) {
+  return autograd::engine_call_in(op, "(): ", std::forward<F>(f));
+}
+template <class F>
+int backward_call(const char* op, F&& f) {
+  return autograd::engine_call_in(op, " backward: ", std::forward<F>(f));
+}
+
+// Scalar indices of every coordinate of a leaf list, first leaf fastest.
+int index_list(const Leaves& l, std::vector<int64_t>& out);
+
+// ------------------------------------------------------------ results
+
+// Fresh host storage of like's exact class with n slots of dtype; *data
+// receives slot 0.
+PyObject* alloc_host(PyObject* like, Py_ssize_t n, DTypeCode dtype, bool zero, void** data);
+// Host path: fresh host storage of like's exact class with slots slots of
+// dtype (zeroed when zero), filled by kernel(data) (engine code; errors name
+// op as "op(): ..."), as a Tensor at offset 0 in layout l (layout_obj reused
+// when given).
+template <class Kernel>
+PyObject* host_result(const char* op, PyObject* like, int64_t slots, DTypeCode dtype, bool zero, const sw::Layout& l,
+                      PyObject* layout_obj, Kernel&& kernel);
+// A forward result: a's class and dtype, compact layout out, every slot
+// written by the kernel.
+template <class Kernel>
+PyObject* host_forward(const char* op, const Operand& a, const sw::Layout& out, Kernel&& kernel) {
+  return host_result(op, a.carrier, out.size(), a.dtype, false, out, nullptr, std::forward<Kernel>(kernel));
+}
+// A gradient: Float32 in g's class laid out as gl (cosize slots); the holes
+// of a gapped gl start zeroed unless the kernel writes every slot.
+template <class Kernel>
+PyObject* host_gradient(const char* op, const Operand& g, const sw::Layout& gl, PyObject* layout_obj,
+                        bool writes_every_slot, Kernel&& kernel) {
+  const bool zero = !writes_every_slot && gl.cosize() != gl.size();
+  return host_result(op, g.carrier, gl.cosize(), DTypeCode::Float32, zero, gl, layout_obj,
+                     std::forward<Kernel>(kernel));
+}
+// Tensor over carrier (stolen) at offset 0 in layout l; layout_obj is used
+// when given (borrowed), else a new Layout object is built.
+PyObject* wrap(PyObject* carrier, const sw::Layout& l, PyObject* layout_obj);
+// Values path: a list of n zeros of dtype.
+PyObject* zero_list(DTypeCode dtype, Py_ssize_t n);
+// Values path: the value at scalar index idx of operand o.
+PyObject* get_slot(const Operand& o, int64_t idx);
+// list[slot] = list[slot] + v (v stolen). 0 / -1.
+int list_accumulate(PyObject* list, int64_t slot, PyObject* v);
+// list[slot] = v (v stolen).
+void list_store(PyObject* list, int64_t slot, PyObject* v);
+// Backward results: (a, b) or (a,), NULL standing for None (stolen).
+PyObject* pair_or_none(PyObject* a, PyObject* b);
+PyObject* single(PyObject* a);
+
+template <class Kernel>
+PyObject* host_result(const char* op, PyObject* like, int64_t slots, DTypeCode dtype, bool zero, const sw::Layout& l,
+                      PyObject* layout_obj, Kernel&& kernel) {
+  void* data;
+  Ref c = Ref::steal(alloc_host(like, slots, dtype, zero, &data));
+  if (!c) return nullptr;
+  if (forward_call(op, [&] { kernel(data); }) < 0) return nullptr;
+  return wrap(c.release(), l, layout_obj);
+}
+
+// ------------------------------------------------------------ gradients
+
+// The saved inputs a backward needs (borrowed), or RuntimeError.
+PyObject* saved_inputs(PyObject* self, Py_ssize_t n, const char* op);
+// Gradient for x by summing cotangent g onto x's gradient layout (a plain
+// relayout when no leaf was broadcast; g itself when it already has it).
+PyObject* reduce_to(const Operand& g, PyObject* xt, const char* op);
+// The Layout object for gradient layout gl of tensor x: x's own object when
+// gl is x's layout (identity kept), else NULL (a fresh one is built).
+PyObject* grad_layout_object(PyObject* x, const sw::Layout& gl);
+
+// ------------------------------------------------------------ operation types
+
+struct MulOperationObject {
+  OperationObject base;
+  PyObject* scalar;  // the Python number of mul(t, number); NULL for mul(a, b)
+};
+extern PyTypeObject BroadcastToOperation_Type;
+extern PyTypeObject AddOperation_Type;
+extern PyTypeObject MulOperation_Type;
+extern PyTypeObject ReluOperation_Type;
+extern PyTypeObject ReduceSumOperation_Type;
+
+// Method tables of the operation types (ops_binary.cpp, ops_unary.cpp).
+extern PyMethodDef BroadcastTo_methods[];
+extern PyMethodDef Add_methods[];
+extern PyMethodDef Mul_methods[];
+extern PyMethodDef Relu_methods[];
+extern PyMethodDef ReduceSum_methods[];
+// MulOperation's GC slots (it owns the scalar).
+int Mul_traverse(PyObject* self, visitproc visit, void* arg);
+int Mul_clear(PyObject* self);
+void Mul_dealloc(PyObject* self);
+
+// A Python int or float (not bool): the scalar operand of mul.
+inline bool is_scalar(PyObject* v) { return (PyLong_Check(v) && !PyBool_Check(v)) || PyFloat_Check(v); }
+
+}  // namespace swpy::ops

@@ -1,0 +1,33 @@
+// Small helpers shared by the autograd family (see autograd/internal.hpp).
+#include "autograd/internal.hpp"
+
+namespace swpy::autograd {
+
+const char* dtype_label(PyObject* dtype) {
+  if (!dtype) return "?";
+  if (dtype_code(dtype) == sw::DTypeCode::Compound) return type_name(dtype);
+  return reinterpret_cast<DTypeObject*>(dtype)->name;
+}
+
+bool differentiable(PyObject* tensor) {
+  PyObject* d = as_tensor(tensor)->dtype;
+  return d && dtype_is_differentiable(d);
+}
+
+PyObject* shape_obj(PyObject* tensor) { return reinterpret_cast<LayoutObject*>(as_tensor(tensor)->layout)->shape; }
+
+int add_error_context(const char* who, const char* what) {
+  PyObject* exc = compat::take_raised();
+  if (!exc) return -1;
+  Ref msg = Ref::steal(PyObject_Str(exc));
+  if (!msg) {
+    PyErr_Clear();
+    compat::restore_raised(exc);
+    return -1;
+  }
+  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%s%s%U", who, what, msg.get());
+  Py_DECREF(exc);
+  return -1;
+}
+
+}  // namespace swpy::autograd

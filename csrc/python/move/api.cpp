@@ -1,0 +1,432 @@
+// move / move_async: one primitive, move_async_impl, validates in the
+// spec's order, resolves the exact-pair operation (move_resolve_route),
+// captures the reverse route for a differentiable move, prepares a
+// carrier-definition route, claims ownership of both carriers, allocates an
+// empty destination to layout.cosize, and submits the transfer: to a worker
+// (job.cpp), or through the route's own submit().
+#include <memory>
+#include <new>
+
+#include "move/internal.hpp"
+
+namespace swpy {
+
+namespace move_internal {
+
+namespace {
+
+PyObject* elementwise_class() { return reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type); }
+
+// ------------------------------------------------------------ validation
+
+// The destination's dtype must be the tensor's: names both and the fix.
+int check_dtype(PyObject* tensor, PyObject* dest) {
+  Ref ddtype = Ref::steal(carrier_dtype(dest));
+  if (!ddtype) return -1;
+  PyObject* tdtype = as_tensor(tensor)->dtype;
+  const int same = PyObject_RichCompareBool(ddtype.get(), tdtype, Py_EQ);
+  if (same < 0) return -1;
+  if (same == 0) {
+    PyErr_Format(PyExc_TypeError,
+                 "destination dtype must match the tensor dtype: destination is %R, tensor is %R; create the "
+                 "destination with dtype=%R",
+                 ddtype.get(), tdtype, tdtype);
+    return -1;
+  }
+  return 0;
+}
+
+// The validation steps of the spec's table, in order, up to and including
+// the pin check; op_class receives the resolved (or given) operation class.
+int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_class) {
+  if (is_tensor(tensor) && tensor_reject_multi(tensor, "move") < 0) return -1;
+  if (!is_tensor(tensor)) {
+    PyErr_Format(PyExc_TypeError, "move_async() tensor must be a Tensor, not %.100s", type_name(tensor));
+    return -1;
+  }
+  PyObject* src = as_tensor(tensor)->carrier;
+  if (carrier_is_released(src)) {
+    PyErr_Format(PyExc_RuntimeError, "cannot move a tensor whose %s carrier is released", type_name(src));
+    return -1;
+  }
+  if (carrier_is_owned(src)) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "the tensor's %s carrier is owned by another carrier or a pending move and cannot be moved "
+                 "directly",
+                 type_name(src));
+    return -1;
+  }
+  if (!is_carrier(dest)) {
+    PyErr_Format(PyExc_TypeError, "move_async() destination must be a Carrier instance, not %.100s",
+                 type_name(dest));
+    return -1;
+  }
+  if (dest == src) {
+    PyErr_SetString(PyExc_ValueError, "move_async() destination is the tensor's own carrier; pass another carrier");
+    return -1;
+  }
+  if (carrier_is_released(dest)) {
+    PyErr_Format(PyExc_RuntimeError, "destination %s carrier is released", type_name(dest));
+    return -1;
+  }
+  const int m = carrier_is_mutable(dest);
+  if (m < 0) return -1;
+  if (!m) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "destination %s carrier is not publicly mutable (constructed immutable, or owned by another "
+                 "carrier or a pending move)",
+                 type_name(dest));
+    return -1;
+  }
+  if (check_dtype(tensor, dest) < 0) return -1;
+  Ref cls = given_class ? Ref::borrow(given_class) : Ref::steal(move_resolve_route(Py_TYPE(src), Py_TYPE(dest)));
+  if (!cls || check_pins(cls.get(), Py_TYPE(src), Py_TYPE(dest)) < 0) return -1;
+  *op_class = std::move(cls);
+  return 0;
+}
+
+// NotImplementedError for a differentiable move without a permitted reverse
+// route: why (cause, the pending exception, is consumed) and the way out.
+void raise_no_reverse(PyTypeObject* src, PyTypeObject* dst) {
+  Ref cause = Ref::steal(compat::take_raised());
+  PyErr_Format(PyExc_NotImplementedError,
+               "a differentiable move from %s to %s needs a permitted reverse route from %s to %s (backward "
+               "moves the gradient back through it): %S. Inside `with no_grad():` the move records no gradient "
+               "and needs no reverse route",
+               type_name(src), type_name(dst), type_name(dst), type_name(src), cause ? cause.get() : Py_None);
+}
+
+// The reverse route a differentiable move saves for backward. New reference
+// or NULL (NotImplementedError when no permitted route exists).
+PyObject* capture_reverse(PyTypeObject* src, PyTypeObject* dst) {
+  Ref rev = Ref::steal(move_resolve_route(dst, src));
+  if (!rev) {
+    // Only "no route" is about backward; anything else is raised as it is.
+    if (PyErr_ExceptionMatches(PyExc_NotImplementedError)) raise_no_reverse(src, dst);
+    return nullptr;
+  }
+  if (check_pins(rev.get(), dst, src) < 0) {
+    raise_no_reverse(src, dst);
+    return nullptr;
+  }
+  return rev.release();
+}
+
+// Whether an empty carrier can grow to a move's span: exactly the carriers
+// with a reserve hook (CPU and Evictable are fixed-size and have none, nor
+// does a Python carrier without native storage or a definition).
+bool can_grow(PyObject* c) {
+  const CarrierVTable* vt = as_carrier(c)->vt;
+  return vt && vt->reserve;
+}
+
+int raise_too_small_empty(PyObject* dest, Py_ssize_t count) {
+  PyErr_Format(PyExc_ValueError,
+               "destination %s carrier is too small: it is empty and cannot allocate the layout cosize of %zd",
+               type_name(dest), count);
+  return -1;
+}
+
+// ------------------------------------------------------------ submission
+
+// One move_async call while it is being set up: what the steps found, and
+// what must be undone when a later step fails.
+struct Submission {
+  Submission(PyObject* t, PyObject* d, PyObject* op) : tensor(t), dest(d), op_instance(op) {}
+
+  PyObject* tensor;       // borrowed: the caller's
+  PyObject* dest;         // borrowed
+  PyObject* op_instance;  // borrowed: forward()'s instance, or NULL
+  int64_t entry_ns = 0;
+  Ref cls;       // the operation class that performs the move
+  Ref reverse;   // captured reverse route (differentiable moves)
+  Ref prepared;  // PreparedTransfer of a carrier-definition route
+  // Strong: Python code (hooks, the operation's __init__) runs before the
+  // session is used and may drop every other reference to it.
+  Ref session;
+  Py_ssize_t count = 0;  // layout cosize
+  Py_ssize_t dsize = 0;  // destination size before any growth
+  bool record_node = false;
+  std::unique_ptr<MoveJob> job;
+  bool claimed = false;        // both carriers are owned by the job
+  bool submit_failed = true;   // false: a validation failure, not a failed submission
+
+  PyObject* source() const { return as_tensor(tensor)->carrier; }
+  PyObject* layout() const { return as_tensor(tensor)->layout; }
+};
+
+// The last row of the validation table, decided before the reverse route,
+// prepare() or any claim, so a carrier that cannot allocate fails like a
+// too-small one: no provider call, no submit event.
+int check_capacity(Submission& s) {
+  s.count = static_cast<Py_ssize_t>(layout_of(s.layout()).cosize());
+  s.dsize = carrier_size(s.dest);
+  if (s.dsize < 0) return -1;
+  if (s.dsize >= s.count || (s.dsize == 0 && can_grow(s.dest))) return 0;
+  if (s.dsize == 0) return raise_too_small_empty(s.dest, s.count);
+  PyErr_Format(PyExc_ValueError,
+               "destination %s carrier is too small: %zd slots for a layout cosize of %zd, and only an empty "
+               "destination can be allocated",
+               type_name(s.dest), s.dsize, s.count);
+  return -1;
+}
+
+// forward()'s instance performs one move. Taken now, not when the job adopts
+// it: hooks run below (prepare, a destination's allocate) and may re-enter
+// forward on this instance.
+int take_instance(Submission& s) {
+  if (!s.op_instance) return 0;
+  if (as_move_op(s.op_instance)->used) {
+    PyErr_Format(PyExc_RuntimeError, "this %s already performed a move; use a new operation for each move",
+                 type_name(s.op_instance));
+    return -1;
+  }
+  as_move_op(s.op_instance)->used = true;
+  return 0;
+}
+
+void give_back_instance(Submission& s) {
+  if (s.op_instance)
+    as_move_op(s.op_instance)->used = false;
+  else if (s.job && s.job->op)
+    as_move_op(s.job->op.get())->used = false;
+}
+
+int capture_reverse_route(Submission& s) {
+  s.record_node = grad_enabled() && dtype_is_differentiable(as_tensor(s.tensor)->dtype);
+  if (!s.record_node) return 0;
+  s.reverse.reset(capture_reverse(Py_TYPE(s.source()), Py_TYPE(s.dest)));
+  return s.reverse ? 0 : -1;
+}
+
+// A carrier-definition route is prepared now, after every validation and
+// before anything is claimed or allocated; a declined route may fall back
+// to the elementwise operation.
+int prepare_route(Submission& s) {
+  if (!state.route_hooks.prepare) return 0;
+  PyObject* prepared = nullptr;
+  const int r = state.route_hooks.prepare(s.cls.get(), s.tensor, s.dest, s.op_instance == nullptr, &prepared);
+  s.prepared.reset(prepared);
+  if (r < 0) return -1;
+  if (r == 2) s.cls.reset(Py_NewRef(elementwise_class()));
+  return 0;
+}
+
+// Ownership first, so nothing else can touch either carrier from here on.
+int claim_carriers(Submission& s) {
+  MoveJob* j = s.job.get();
+  j->src_token = carrier_claim(j->source.get());
+  if (j->src_token <= 0) {
+    j->src_token = 0;
+    return -1;
+  }
+  j->dst_token = carrier_claim(j->dest.get());
+  if (j->dst_token <= 0) {
+    j->dst_token = 0;
+    return -1;
+  }
+  s.claimed = true;
+  return 0;
+}
+
+// An empty destination grows to the layout's cosize.
+int grow_destination(Submission& s) {
+  if (s.dsize >= s.count) return 0;
+  const int r = carrier_reserve(s.dest, s.count);
+  if (r < 0) return -1;
+  if (r == 0) {  // can_grow() was wrong about this carrier
+    s.submit_failed = false;
+    return raise_too_small_empty(s.dest, s.count);
+  }
+  return 0;
+}
+
+// The operation instance: forward()'s, or a fresh one of the class, bound to
+// this move (the autograd node's fields).
+int bind_operation(Submission& s) {
+  MoveJob* j = s.job.get();
+  if (s.op_instance) {
+    j->op = Ref::borrow(s.op_instance);
+  } else {
+    j->op.reset(PyObject_CallNoArgs(s.cls.get()));
+    if (!j->op) return -1;
+    if (!PyObject_TypeCheck(j->op.get(), &MoveOperation_Type)) {
+      PyErr_Format(PyExc_TypeError, "%s() did not create a MoveOperation", class_name(s.cls.get()));
+      return -1;
+    }
+  }
+  MoveOperationObject* mo = as_move_op(j->op.get());
+  mo->used = true;
+  Py_XSETREF(mo->reverse_op, s.reverse.release());
+  Py_XSETREF(mo->source_carrier, Py_NewRef(s.source()));
+  Py_XSETREF(mo->dest_carrier, Py_NewRef(s.dest));
+  Py_XSETREF(mo->source_layout, Py_NewRef(s.layout()));
+  return 0;
+}
+
+// Builds the job: claims, grows the destination, creates the output, the
+// operation and the handle, and decides how the worker copies. 0 / -1.
+int build_job(Submission& s) {
+  s.job.reset(new (std::nothrow) MoveJob());
+  if (!s.job) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  MoveJob* j = s.job.get();
+  j->tensor = Ref::borrow(s.tensor);
+  j->source = Ref::borrow(s.source());
+  j->dest = Ref::borrow(s.dest);
+  j->count = s.count;
+  j->record_node = s.record_node;
+  j->src_version = as_carrier(s.source())->version;
+  j->dst_version = as_carrier(s.dest)->version;
+  s.session = Ref::borrow(profiler_current());
+  if (claim_carriers(s) < 0 || grow_destination(s) < 0) return -1;
+  j->output.reset(tensor_new(s.dest, 0, s.layout()));
+  if (!j->output || bind_operation(s) < 0) return -1;
+  j->handle.reset(await_new(&AwaitMove_Type));
+  if (!j->handle) return -1;
+  if (s.prepared)
+    j->kind = CopyKind::Provider;
+  else if (plan_copy(j) < 0)
+    return -1;
+  if (s.session) {
+    j->session = Ref::borrow(s.session.get());
+    j->shapes.reset(PyTuple_Pack(1, reinterpret_cast<LayoutObject*>(s.layout())->shape));
+    if (!j->shapes) return -1;
+    j->submit_id = profiler_new_id(s.session.get());
+  }
+  return 0;
+}
+
+// Records move.submit (keeps a pending exception: a failed provider
+// submit() is the handle's, raised from wait()).
+void record_submit(Submission& s, int64_t id, PyObject* shapes, bool ok) {
+  if (!s.session) return;
+  ErrorGuard keep;
+  const int64_t now = sw::now_ns();
+  profiler_record(s.session.get(), id, profiler_parent_id(s.session.get()), "move.submit",
+                  reinterpret_cast<PyObject*>(Py_TYPE(s.source())), s.cls.get(), shapes, s.entry_ns,
+                  now - s.entry_ns, current_thread_id(), ok);
+}
+
+// Nothing was submitted: undo the claim, leave both carriers as they were
+// (a grown empty destination stays allocated), record a failed submit.
+PyObject* abandon(Submission& s) {
+  give_back_instance(s);
+  if (!s.job) return nullptr;
+  relinquish_both(s.job.get());
+  if (s.claimed) restore_versions(s.job.get());
+  if (s.claimed && s.submit_failed && s.session) record_submit(s, profiler_new_id(s.session.get()), nullptr, false);
+  s.reverse.reset();
+  s.prepared.reset();
+  s.session.reset();
+  s.cls.reset();
+  s.job->drop_refs();
+  s.job.reset();
+  return nullptr;
+}
+
+// The route submits on this thread. From here a failure is the handle's:
+// submit() returning None (or raising, or returning no valid completion)
+// commits inline; a completion goes to a worker.
+PyObject* submit_through_provider(Submission& s) {
+  MoveJob* j = s.job.release();
+  Ref handle = Ref::borrow(j->handle.get());
+  Ref shapes = Ref::borrow(j->shapes.get());
+  const int64_t submit_id = j->submit_id;
+  j->transfer_start_ns = sw::now_ns();
+  const int r = run_provider_submit(j, s.prepared.get());
+  s.prepared.reset();
+  if (r == 1 && start_worker(j) < 0) commit(j, false);
+  record_submit(s, submit_id, shapes.get(), true);
+  if (r != 1) commit(j, r == 0);
+  return handle.release();
+}
+
+// The worker copies (natively or through _copy) and commits.
+PyObject* submit_to_worker(Submission& s) {
+  MoveJob* j = s.job.get();
+  Ref handle = Ref::borrow(j->handle.get());
+  Ref shapes = Ref::borrow(j->shapes.get());
+  const int64_t submit_id = j->submit_id;
+  j->transfer_start_ns = sw::now_ns();
+  if (start_worker(j) < 0) return abandon(s);
+  // From here the job belongs to the worker (which may already be done).
+  s.job.release();
+  record_submit(s, submit_id, shapes.get(), true);
+  return handle.release();
+}
+
+}  // namespace
+
+PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instance, PyObject* op_class) {
+  Submission s(tensor, dest, op_instance);
+  s.entry_ns = sw::now_ns();
+  PyObject* given = op_instance ? reinterpret_cast<PyObject*>(Py_TYPE(op_instance)) : op_class;
+  if (validate(tensor, dest, given, &s.cls) < 0 || check_capacity(s) < 0 || take_instance(s) < 0) return nullptr;
+  if (capture_reverse_route(s) < 0 || prepare_route(s) < 0) {
+    give_back_instance(s);
+    return nullptr;
+  }
+  if (build_job(s) < 0) return abandon(s);
+  return s.prepared ? submit_through_provider(s) : submit_to_worker(s);
+}
+
+PyObject* wait_handle(PyObject* handle) {
+  PyObject* r = PyObject_CallMethod(handle, "wait", nullptr);
+  Py_DECREF(handle);
+  return r;
+}
+
+namespace {
+
+PyObject* mod_move_async(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"tensor", "destination", nullptr};
+  PyObject *tensor, *dest;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:move_async", const_cast<char**>(kwlist), &tensor, &dest))
+    return nullptr;
+  return move_async_impl(tensor, dest, nullptr, nullptr);
+}
+
+PyObject* mod_move(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"tensor", "destination", nullptr};
+  PyObject *tensor, *dest;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:move", const_cast<char**>(kwlist), &tensor, &dest))
+    return nullptr;
+  return move_blocking(tensor, dest);
+}
+
+#define SW_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
+PyMethodDef api_methods[] = {
+    {"move_async", SW_KW(mod_move_async), METH_VARARGS | METH_KEYWORDS,
+     "move_async(tensor, destination)\n--\n\nValidate, initiate one move into destination and return "
+     "its handle without waiting for the transfer."},
+    {"move", SW_KW(mod_move), METH_VARARGS | METH_KEYWORDS,
+     "move(tensor, destination)\n--\n\nmove_async(tensor, destination).wait(): the moved Tensor, backed "
+     "by destination at offset 0 with the same Layout; the source carrier is released."},
+    {nullptr, nullptr, 0, nullptr}};
+#undef SW_KW
+
+}  // namespace
+
+}  // namespace move_internal
+
+PyObject* move_async(PyObject* tensor, PyObject* destination) {
+  return move_internal::move_async_impl(tensor, destination, nullptr, nullptr);
+}
+
+PyObject* move_blocking(PyObject* tensor, PyObject* destination) {
+  PyObject* h = move_internal::move_async_impl(tensor, destination, nullptr, nullptr);
+  if (!h) return nullptr;
+  return move_internal::wait_handle(h);
+}
+
+int move_module_init(PyObject* module) {
+  using namespace move_internal;
+  if (operations_init(module) < 0 || routes_init(module) < 0) return -1;
+  if (PyModule_AddFunctions(module, api_methods) < 0) return -1;
+  return job_init(module);
+}
+
+}  // namespace swpy

@@ -1,0 +1,100 @@
+// Copy planning as the binding sees it: the engine plans and runs the copy
+// (transfer/copy_plan); this file only describes each carrier to it (host
+// pointer, file storage, item size), runs the plan, and falls back to a
+// value-by-value copy through the carriers when there is no native plan.
+#include <exception>
+
+#include "move/internal.hpp"
+
+namespace swpy::move_internal {
+
+namespace {
+
+// Item size of a carrier's storage dtype (0: not a native dtype).
+int carrier_itemsize(PyObject* c) {
+  Ref d = Ref::steal(carrier_dtype(c));
+  if (!d) {
+    PyErr_Clear();
+    return 0;
+  }
+  return sw::itemsize(dtype_code(d.get()));
+}
+
+// A carrier whose Python class overrides a slot hook is copied through its
+// hooks, never behind their back.
+bool no_value_hooks(PyObject* c) { return !carrier_overrides(c, "get_value") && !carrier_overrides(c, "set_value"); }
+
+// What the engine can reach of carrier c: the host memory of a native
+// carrier, or the file of a live FileBacked one (either without overridden
+// slot hooks); otherwise nothing.
+sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
+  void* host = carrier_host_data(c);
+  if (host && no_value_hooks(c)) return sw::CopyEndpoint::host_span(host, itemsize);
+  if (PyObject_TypeCheck(c, &FileBacked_Type) && !carrier_is_released(c) && no_value_hooks(c)) {
+    sw::FileStorage& f = reinterpret_cast<FileBackedObject*>(c)->file;
+    if (f.is_open()) return sw::CopyEndpoint::file_span(f, itemsize);
+  }
+  return sw::CopyEndpoint::none(itemsize);
+}
+
+// Both endpoints, or false when the dtypes already rule a native copy out.
+// The destination's dtype is not asked for when the source has none native
+// (a Python carrier's dtype hook is user code).
+bool describe_pair(PyObject* src, PyObject* dst, sw::CopyEndpoint* s, sw::CopyEndpoint* d) {
+  const int item = carrier_itemsize(src);
+  if (item == 0 || item != carrier_itemsize(dst)) return false;
+  *s = endpoint_of(src, item);
+  *d = endpoint_of(dst, item);
+  return true;
+}
+
+}  // namespace
+
+sw::CopyPlan plan_span(PyObject* src, Py_ssize_t src_off, PyObject* dst, Py_ssize_t dst_off, Py_ssize_t count) {
+  sw::CopyEndpoint s, d;
+  if (!describe_pair(src, dst, &s, &d)) return sw::CopyPlan();
+  return sw::CopyPlan::span(s, src_off, d, dst_off, count);
+}
+
+sw::CopyPlan plan_logical(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout, PyObject* dst,
+                          Py_ssize_t dst_off, const sw::Layout& dst_layout) {
+  sw::CopyEndpoint s, d;
+  if (!describe_pair(src, dst, &s, &d)) return sw::CopyPlan();
+  return sw::CopyPlan::logical(s, src_off, src_layout, d, dst_off, dst_layout);
+}
+
+int run_plan_unlocked(const sw::CopyPlan& plan) {
+  std::exception_ptr failure;
+  {
+    GilRelease unlocked;
+    failure = plan.run_captured();
+  }
+  return failure ? raise_engine_exception(failure) : 0;
+}
+
+int run_plan_locked(const sw::CopyPlan& plan) {
+  std::exception_ptr failure = plan.run_captured();
+  return failure ? raise_engine_exception(failure) : 0;
+}
+
+int copy_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout, PyObject* dst, Py_ssize_t dst_off,
+                const sw::Layout& dst_layout) {
+  if (src_layout.leaves().size() != dst_layout.leaves().size()) {
+    PyErr_SetString(PyExc_ValueError, "source and destination layouts have different shapes");
+    return -1;
+  }
+  const bool done = sw::for_each_index_pair(
+      src_layout.leaves(), dst_layout.leaves(), [&](int64_t ordinal, int64_t si, int64_t di) {
+        Ref v = Ref::steal(carrier_get(src, src_off + si));
+        if (!v || carrier_set_unchecked(dst, dst_off + di, v.get()) < 0) return false;
+        // Offer the GIL now and then so a long fallback copy does not starve
+        // other threads.
+        if ((ordinal & 4095) == 4095) {
+          GilRelease offer;
+        }
+        return true;
+      });
+  return done ? 0 : -1;
+}
+
+}  // namespace swpy::move_internal

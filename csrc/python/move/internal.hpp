@@ -1,0 +1,138 @@
+// What the files of the move family share and nobody else needs:
+//   api.cpp         move / move_async: validation in the spec's order and
+//                   submission (move_async_impl and its steps)
+//   job.cpp         MoveJob: the worker side, the terminal commit, the
+//                   provider scope, in-flight counting (exit drain, fork)
+//   routes.cpp      legacy registry, pins, route resolution,
+//                   registered_move_operation
+//   operations.cpp  the MoveOperation type family, built-in _copy methods,
+//                   MoveOperation.backward
+//   copy.cpp        copy planning as the binding sees it: describe both
+//                   carriers to the engine, run its plan, or copy value by
+//                   value
+//   lowered.cpp     move_lowered (Evictable residency)
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "move/move.hpp"
+#include "transfer/copy_plan.hpp"
+
+namespace swpy::move_internal {
+
+// Every global of the move family, in one place.
+struct MoveState {
+  // Installed by extension.cpp (see MoveRouteHooks); all NULL until then.
+  MoveRouteHooks route_hooks = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  // The legacy registry: dict (src class, dst class) -> operation class.
+  // Process lifetime.
+  PyObject* registry = nullptr;
+  // The built-in _copy descriptors (borrowed from the type dicts), to
+  // recognise operations whose copy can run natively without the GIL (a
+  // subclass that overrides _copy is not native).
+  PyObject* elementwise_copy = nullptr;
+  PyObject* bulk_copy_c2f = nullptr;
+  PyObject* bulk_copy_f2c = nullptr;
+  // Moves submitted and not yet committed, so interpreter exit can wait for
+  // them. A plain atomic (no lock) so a forked child can simply reset it:
+  // its parent's jobs never run there.
+  std::atomic<size_t> in_flight{0};
+};
+extern MoveState state;
+
+// ------------------------------------------------------------ copy.cpp
+
+// The native plan for copying count slots src[src_off...] ->
+// dst[dst_off...] (None when the carriers are not both native, of one
+// dtype).
+sw::CopyPlan plan_span(PyObject* src, Py_ssize_t src_off, PyObject* dst, Py_ssize_t dst_off, Py_ssize_t count);
+// The native plan for the logical elements of src_layout at src_off into the
+// same coordinates of dst_layout at dst_off (see sw::CopyPlan::logical).
+sw::CopyPlan plan_logical(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout, PyObject* dst,
+                          Py_ssize_t dst_off, const sw::Layout& dst_layout);
+// Runs a native plan with the GIL released / held. 0 / -1 with the engine's
+// exception translated.
+int run_plan_unlocked(const sw::CopyPlan& plan);
+int run_plan_locked(const sw::CopyPlan& plan);
+// The Python-level logical copy through the carriers' slot entry points
+// (framework writes: no mutability check, no version bump); slots no
+// coordinate reaches keep their values. 0 / -1.
+int copy_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout, PyObject* dst, Py_ssize_t dst_off,
+                const sw::Layout& dst_layout);
+
+// ------------------------------------------------------------ job.cpp
+
+// How the worker copies. Provider: a carrier-definition route whose
+// submit() returned a ProviderCompletion; the worker waits on it.
+enum class CopyKind { Native, Python, Provider };
+
+// One submitted move. Owned by the worker job once submitted; every
+// reference is dropped at the end of the terminal commit, under the GIL.
+struct MoveJob {
+  Ref op;          // MoveOperation instance (the autograd node)
+  Ref tensor;      // source Tensor
+  Ref source;      // its carrier
+  Ref dest;        // destination carrier
+  Ref output;      // result Tensor (published on success)
+  Ref handle;      // AwaitMove
+  Ref session;     // profiler session or NULL
+  Ref shapes;      // (shape,) for profiling
+  Ref completion;  // ProviderCompletion (CopyKind::Provider)
+  int64_t src_token = 0, dst_token = 0;
+  uint64_t src_version = 0, dst_version = 0;
+  Py_ssize_t count = 0;  // layout cosize
+  bool record_node = false;
+  CopyKind kind = CopyKind::Python;
+  sw::CopyPlan plan;
+  int64_t submit_id = 0;
+  int64_t transfer_start_ns = 0;
+
+  // Drops every reference (GIL held), in a fixed order.
+  void drop_refs();
+};
+
+// Gives back ownership of both carriers. Keeps a pending exception.
+void relinquish_both(MoveJob* j);
+// Puts both carriers' versions back: a move is not a write.
+void restore_versions(MoveJob* j);
+// Chooses how the worker copies: natively (the operation's _copy is a
+// built-in one and the carriers are native) or by calling _copy. 0 / -1.
+int plan_copy(MoveJob* j);
+// Calls op._copy(tensor, destination, output, element_count) with grad mode
+// off and owner access to both carriers. 0 / -1.
+int run_python_copy(MoveJob* j);
+// Runs a route's PreparedTransfer.submit() on this thread in the provider
+// scope. 0 finished, 1 with j->completion set, -1 with an exception set.
+int run_provider_submit(MoveJob* j, PyObject* prepared);
+// Hands j to a worker thread (counted in flight). 0, or -1 with
+// RuntimeError set and j still the caller's.
+int start_worker(MoveJob* j);
+// The terminal commit, exactly once, with the GIL held. ok: the transfer
+// succeeded; otherwise its exception is set. Consumes j.
+void commit(MoveJob* j, bool ok);
+
+// ------------------------------------------------------------ routes.cpp
+
+// TypeError when op_class pins a carrier class the pair does not match.
+int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);
+
+// ------------------------------------------------------------ api.cpp
+
+// move_async with an optional fixed operation: op_instance (MoveOperation.
+// forward on that instance) or op_class (backward's captured route), else
+// the route is resolved. A differentiable source in grad mode records the
+// move node. New reference to the AwaitMove handle, or NULL.
+PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instance, PyObject* op_class);
+// handle.wait(), consuming handle.
+PyObject* wait_handle(PyObject* handle);
+
+// ------------------------------------------------------------ init
+// Called by move_module_init in this order.
+int operations_init(PyObject* module);
+int routes_init(PyObject* module);
+int job_init(PyObject* module);
+
+inline MoveOperationObject* as_move_op(PyObject* o) { return reinterpret_cast<MoveOperationObject*>(o); }
+
+}  // namespace swpy::move_internal

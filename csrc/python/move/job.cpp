@@ -1,0 +1,263 @@
+// The worker side of a move and its terminal commit.
+//
+// The worker runs the copy (a native plan without the GIL; a Python-level
+// _copy with the GIL, grad mode off and owner access to both carriers; or a
+// wait on a provider's completion) and then, holding the GIL, performs the
+// terminal commit exactly once: publish the result (and its autograd node),
+// relinquish ownership, release the source, restore both versions (a move
+// is not a write), record move.complete, then mark the handle done. A
+// failure leaves the source live and unchanged and publishes nothing.
+//
+// Moves in flight are counted so interpreter exit can wait for them (a
+// dropped handle still completes) while the runtime they need is alive.
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "move/internal.hpp"
+
+namespace swpy::move_internal {
+
+namespace {
+
+void flight_begin() { state.in_flight.fetch_add(1); }
+void flight_end() { state.in_flight.fetch_sub(1); }
+
+// Records move.complete; keeps a pending exception.
+void record_complete(MoveJob* j, bool ok) {
+  if (!j->session) return;
+  ErrorGuard keep;
+  const int64_t now = sw::now_ns();
+  profiler_record(j->session.get(), profiler_new_id(j->session.get()), j->submit_id, "move.complete",
+                  reinterpret_cast<PyObject*>(Py_TYPE(j->source.get())),
+                  reinterpret_cast<PyObject*>(Py_TYPE(j->op.get())), j->shapes.get(), j->transfer_start_ns,
+                  now - j->transfer_start_ns, current_thread_id(), ok);
+}
+
+// Attaches the move node: inputs() is (source,), with its version token.
+int attach_node(MoveJob* j) {
+  Ref inputs = Ref::steal(PyTuple_Pack(1, j->tensor.get()));
+  Ref ver = Ref::steal(PyLong_FromUnsignedLongLong(j->src_version));
+  Ref versions = Ref::steal(ver ? PyTuple_Pack(1, ver.get()) : nullptr);
+  if (!inputs || !versions) return -1;
+  OperationObject* o = reinterpret_cast<OperationObject*>(j->op.get());
+  Py_XSETREF(o->inputs, inputs.release());
+  Py_XSETREF(o->versions, versions.release());
+  Py_XSETREF(as_tensor(j->output.get())->autograd_ctx, j->op.new_ref());
+  return 0;
+}
+
+// OwnerAccess refuses a missing token without raising; the carrier raises
+// for a token that is not its owner's.
+int no_access() {
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a carrier of this move has no owner token");
+  return -1;
+}
+
+// Runs body() on this thread the way provider work runs: grad mode off and
+// owner access to both carriers, all restored afterwards with any pending
+// exception kept. body returns 0 / -1 (or 1, passed through); -1 when access
+// could not be taken.
+template <class Body>
+int with_provider_scope(MoveJob* j, Body&& body) {
+  NoGrad no_grad;
+  OwnerAccess src(j->source.get(), j->src_token);
+  if (!src.ok()) return no_access();
+  OwnerAccess dst(j->dest.get(), j->dst_token);
+  if (!dst.ok()) return no_access();
+  return body();
+}
+
+// The worker side of one move.
+void run_job(MoveJob* j) {
+  std::exception_ptr native_failure;
+  if (j->kind == CopyKind::Native) {
+    native_failure = j->plan.run_captured();
+    j->plan = sw::CopyPlan();
+  }
+  if (compat::is_finalizing()) {
+    // Too late to take the GIL: leave the job's objects to the dying runtime.
+    flight_end();
+    return;
+  }
+  PyGILState_STATE g = PyGILState_Ensure();
+  bool ok;
+  if (j->kind == CopyKind::Native)
+    ok = !native_failure || raise_engine_exception(native_failure) == 0;
+  else if (j->kind == CopyKind::Provider)
+    ok = state.route_hooks.wait(j->completion.get()) == 0;
+  else
+    ok = run_python_copy(j) == 0;
+  commit(j, ok);
+  PyGILState_Release(g);
+  flight_end();
+}
+
+// ------------------------------------------------------------ module functions
+
+// atexit: let in-flight moves reach their terminal commit (a dropped handle
+// still completes) while the runtime they need is still alive. Exit is rare
+// and short, so polling keeps this free of locks a fork could orphan.
+PyObject* mod_drain(PyObject*, PyObject*) {
+  while (state.in_flight.load() != 0) {
+    GilRelease unlocked;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(state.in_flight.load()); }
+
+// os.register_at_fork(after_in_child=...): the parent's pending moves do not
+// exist in the child.
+PyObject* mod_after_fork_child(PyObject*, PyObject*) {
+  state.in_flight.store(0);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef job_methods[] = {
+    {"_drain_moves", mod_drain, METH_NOARGS, "Block until every in-flight move has completed (used at exit)."},
+    {"_moves_in_flight", mod_in_flight, METH_NOARGS, "Number of moves submitted and not yet completed."},
+    {"_moves_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's pending moves."},
+    {nullptr, nullptr, 0, nullptr}};
+
+// atexit.register(module._drain_moves). 0 / -1.
+int register_exit_drain(PyObject* module) {
+  Ref atexit = Ref::steal(PyImport_ImportModule("atexit"));
+  if (!atexit) return -1;
+  Ref drain = Ref::steal(PyObject_GetAttrString(module, "_drain_moves"));
+  if (!drain) return -1;
+  Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", drain.get()));
+  return r ? 0 : -1;
+}
+
+// os.register_at_fork(after_in_child=module._moves_after_fork_child). 0 / -1.
+int register_fork_reset(PyObject* module) {
+  Ref os = Ref::steal(PyImport_ImportModule("os"));
+  if (!os) return -1;
+  Ref child = Ref::steal(PyObject_GetAttrString(module, "_moves_after_fork_child"));
+  if (!child) return -1;
+  Ref reg = Ref::steal(PyObject_GetAttrString(os.get(), "register_at_fork"));
+  if (!reg) return -1;
+  Ref kw = Ref::steal(Py_BuildValue("{s:O}", "after_in_child", child.get()));
+  if (!kw) return -1;
+  Ref no_args = Ref::steal(PyTuple_New(0));
+  if (!no_args) return -1;
+  Ref r = Ref::steal(PyObject_Call(reg.get(), no_args.get(), kw.get()));
+  return r ? 0 : -1;
+}
+
+}  // namespace
+
+void MoveJob::drop_refs() {
+  op.reset();
+  tensor.reset();
+  source.reset();
+  dest.reset();
+  output.reset();
+  handle.reset();
+  session.reset();
+  shapes.reset();
+  completion.reset();
+}
+
+void relinquish_both(MoveJob* j) {
+  ErrorGuard keep;
+  if (j->src_token && carrier_relinquish(j->source.get(), j->src_token) < 0) PyErr_Clear();
+  if (j->dst_token && carrier_relinquish(j->dest.get(), j->dst_token) < 0) PyErr_Clear();
+  j->src_token = j->dst_token = 0;
+}
+
+void restore_versions(MoveJob* j) {
+  as_carrier(j->source.get())->version = j->src_version;
+  as_carrier(j->dest.get())->version = j->dst_version;
+}
+
+void commit(MoveJob* j, bool ok) {
+  // Publish the result (and its node), then give ownership back and
+  // release the source, then record success.
+  if (ok && j->record_node && attach_node(j) < 0) ok = false;
+  // Versions first, while both carriers are still owned: once they are
+  // given back (the source's release may run Python code) other threads may
+  // write the destination, and a later restore would erase that bump.
+  restore_versions(j);
+  relinquish_both(j);
+  if (ok && carrier_release(j->source.get()) < 0) {
+    ok = false;
+    Py_CLEAR(as_tensor(j->output.get())->autograd_ctx);
+  }
+  if (!ok && j->record_node) {
+    // Nothing is published: the node must not claim the source either.
+    ErrorGuard keep;
+    OperationObject* o = reinterpret_cast<OperationObject*>(j->op.get());
+    Py_CLEAR(o->inputs);
+    Py_CLEAR(o->versions);
+  }
+  record_complete(j, ok);
+  if (ok)
+    await_complete(j->handle.get(), j->output.get());
+  else
+    await_fail(j->handle.get());
+  j->drop_refs();
+  delete j;
+}
+
+int run_python_copy(MoveJob* j) {
+  return with_provider_scope(j, [j]() {
+    Ref r = Ref::steal(PyObject_CallMethod(j->op.get(), "_copy", "OOOn", j->tensor.get(), j->dest.get(),
+                                           j->output.get(), j->count));
+    if (!r) return -1;
+    if (r.get() != Py_None) {
+      PyErr_Format(PyExc_TypeError, "%s._copy() must return None, not %.100s", type_name(j->op.get()),
+                   type_name(r.get()));
+      return -1;
+    }
+    return 0;
+  });
+}
+
+int run_provider_submit(MoveJob* j, PyObject* prepared) {
+  return with_provider_scope(j, [j, prepared]() {
+    PyObject* completion = nullptr;
+    const int r = state.route_hooks.submit(prepared, &completion);
+    j->completion.reset(completion);
+    return r;
+  });
+}
+
+int plan_copy(MoveJob* j) {
+  Ref copy = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(j->op.get())), "_copy"));
+  if (!copy) return -1;
+  TensorObject* t = as_tensor(j->tensor.get());
+  const sw::Layout& l = layout_of(t->layout);
+  if (copy.get() == state.elementwise_copy)
+    j->plan = plan_logical(j->source.get(), t->offset, l, j->dest.get(), 0, l);
+  else if (copy.get() == state.bulk_copy_c2f || copy.get() == state.bulk_copy_f2c)
+    j->plan = plan_span(j->source.get(), t->offset, j->dest.get(), 0, j->count);
+  else
+    j->plan = sw::CopyPlan();
+  j->kind = j->plan.native() ? CopyKind::Native : CopyKind::Python;
+  return 0;
+}
+
+int start_worker(MoveJob* j) {
+  flight_begin();
+  try {
+    sw::submit([j] { run_job(j); });
+  } catch (...) {
+    flight_end();
+    PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
+    return -1;
+  }
+  return 0;
+}
+
+int job_init(PyObject* module) {
+  if (PyModule_AddFunctions(module, job_methods) < 0) return -1;
+  // Wait for pending moves at interpreter exit (see mod_drain); forget the
+  // parent's in a forked child.
+  if (register_exit_drain(module) < 0 || register_fork_reset(module) < 0) return -1;
+  return 0;
+}
+
+}  // namespace swpy::move_internal

@@ -1,0 +1,301 @@
+// Which operation performs a move: the legacy exact-pair registry (with its
+// module functions and the registered_move_operation context manager), the
+// operation classes' pins, and route resolution (carrier-definition hooks
+// first, then the registry, then ElementwiseMoveOperation).
+#include "move/internal.hpp"
+
+namespace swpy {
+
+namespace move_internal {
+
+// Constant-initialised: the hooks may be installed before any other
+// initialisation of this file has run.
+MoveState state;
+
+}  // namespace move_internal
+
+MoveRouteHooks& move_route_hooks = move_internal::state.route_hooks;
+
+namespace move_internal {
+
+namespace {
+
+PyObject* as_object(PyTypeObject* t) { return reinterpret_cast<PyObject*>(t); }
+PyTypeObject* as_class(PyObject* o) { return reinterpret_cast<PyTypeObject*>(o); }
+
+Ref pair_key(PyTypeObject* src, PyTypeObject* dst) {
+  return Ref::steal(PyTuple_Pack(2, as_object(src), as_object(dst)));
+}
+
+bool is_carrier_class(PyObject* o) { return PyType_Check(o) && PyType_IsSubtype(as_class(o), &Carrier_Type); }
+
+bool is_move_op_class(PyObject* o) { return PyType_Check(o) && PyType_IsSubtype(as_class(o), &MoveOperation_Type); }
+
+int check_carrier_class(PyObject* o, const char* param) {
+  if (is_carrier_class(o)) return 0;
+  PyErr_Format(PyExc_TypeError, "%s must be a Carrier subclass, not %R", param, o);
+  return -1;
+}
+
+// The argument checks shared by every legacy registry API.
+int check_pair(PyObject* src, PyObject* dst) {
+  if (check_carrier_class(src, "source_class") < 0 || check_carrier_class(dst, "destination_class") < 0) return -1;
+  if (state.route_hooks.legacy_check && state.route_hooks.legacy_check(as_class(src), as_class(dst)) < 0) return -1;
+  return 0;
+}
+
+int check_op_class(PyObject* op) {
+  if (is_move_op_class(op)) return 0;
+  PyErr_Format(PyExc_TypeError, "operation_class must be a MoveOperation subclass, not %R", op);
+  return -1;
+}
+
+// The checks of register_move_operation and registered_move_operation.
+int check_registration(PyObject* src, PyObject* dst, PyObject* op) {
+  if (check_carrier_class(src, "source_class") < 0 || check_carrier_class(dst, "destination_class") < 0 ||
+      check_op_class(op) < 0 || check_pair(src, dst) < 0)
+    return -1;
+  return 0;
+}
+
+// ValueError naming both classes (and the holder) when the exact pair has an
+// entry; 0 when it is free.
+int check_free(PyTypeObject* src, PyTypeObject* dst) {
+  Ref key = pair_key(src, dst);
+  if (!key) return -1;
+  PyObject* existing = PyDict_GetItemWithError(state.registry, key.get());
+  if (existing) {
+    PyErr_Format(PyExc_ValueError, "a move operation is already registered for (%s, %s): %s; unregister it first",
+                 type_name(src), type_name(dst), class_name(existing));
+    return -1;
+  }
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+int registry_add(PyTypeObject* src, PyTypeObject* dst, PyObject* op) {
+  if (check_free(src, dst) < 0) return -1;
+  Ref key = pair_key(src, dst);
+  if (!key) return -1;
+  return PyDict_SetItem(state.registry, key.get(), op);
+}
+
+// Removes the exact pair; new reference to the removed class, or NULL with
+// KeyError naming both classes.
+PyObject* registry_remove(PyTypeObject* src, PyTypeObject* dst) {
+  Ref key = pair_key(src, dst);
+  if (!key) return nullptr;
+  PyObject* existing = PyDict_GetItemWithError(state.registry, key.get());
+  if (!existing) {
+    if (PyErr_Occurred()) return nullptr;
+    Ref msg = Ref::steal(
+        PyUnicode_FromFormat("no move operation is registered for (%s, %s)", type_name(src), type_name(dst)));
+    if (msg) PyErr_SetObject(PyExc_KeyError, msg.get());
+    return nullptr;
+  }
+  Ref out = Ref::borrow(existing);
+  if (PyDict_DelItem(state.registry, key.get()) < 0) return nullptr;
+  return out.release();
+}
+
+PyObject* registry_lookup(PyTypeObject* src, PyTypeObject* dst) {
+  Ref key = pair_key(src, dst);
+  if (!key) return nullptr;
+  PyObject* op = PyDict_GetItemWithError(state.registry, key.get());
+  if (op) return Py_NewRef(op);
+  if (PyErr_Occurred()) return nullptr;
+  return Py_NewRef(as_object(&ElementwiseMoveOperation_Type));
+}
+
+// ------------------------------------------------------------ module functions
+
+PyObject* mod_dispatch_move(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"source_class", "destination_class", nullptr};
+  PyObject *src, *dst;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:dispatch_move", const_cast<char**>(kwlist), &src, &dst))
+    return nullptr;
+  if (check_pair(src, dst) < 0) return nullptr;
+  return registry_lookup(as_class(src), as_class(dst));
+}
+
+PyObject* mod_register(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"source_class", "destination_class", "operation_class", nullptr};
+  PyObject *src, *dst, *op;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:register_move_operation", const_cast<char**>(kwlist), &src,
+                                   &dst, &op))
+    return nullptr;
+  if (check_registration(src, dst, op) < 0 || registry_add(as_class(src), as_class(dst), op) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_unregister(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"source_class", "destination_class", nullptr};
+  PyObject *src, *dst;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:unregister_move_operation", const_cast<char**>(kwlist), &src,
+                                   &dst))
+    return nullptr;
+  if (check_pair(src, dst) < 0) return nullptr;
+  return registry_remove(as_class(src), as_class(dst));
+}
+
+// ------------------------------------------------------------ registered_move_operation
+
+// A context manager registering on entry and unregistering on exit (normal
+// or raising), never suppressing.
+struct ScopedRegObject {
+  PyObject_HEAD
+  PyObject* src;
+  PyObject* dst;
+  PyObject* op;
+  bool active;
+};
+
+PyTypeObject ScopedReg_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core.registered_move_operation",
+                               sizeof(ScopedRegObject)};
+
+ScopedRegObject* as_scoped(PyObject* o) { return reinterpret_cast<ScopedRegObject*>(o); }
+
+void ScopedReg_dealloc(PyObject* self) {
+  Py_CLEAR(as_scoped(self)->src);
+  Py_CLEAR(as_scoped(self)->dst);
+  Py_CLEAR(as_scoped(self)->op);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* ScopedReg_enter(PyObject* self, PyObject*) {
+  ScopedRegObject* s = as_scoped(self);
+  if (s->active) {
+    PyErr_SetString(PyExc_RuntimeError, "registered_move_operation context is already entered");
+    return nullptr;
+  }
+  if (check_pair(s->src, s->dst) < 0) return nullptr;
+  if (registry_add(as_class(s->src), as_class(s->dst), s->op) < 0) return nullptr;
+  s->active = true;
+  return Py_NewRef(s->op);
+}
+
+PyObject* ScopedReg_exit(PyObject* self, PyObject*) {
+  ScopedRegObject* s = as_scoped(self);
+  if (s->active) {
+    s->active = false;
+    // Remove the pair only while it still maps to our class: the body may
+    // have unregistered it already, and exit must not mask its exception.
+    Ref key = pair_key(as_class(s->src), as_class(s->dst));
+    if (!key) return nullptr;
+    PyObject* cur = PyDict_GetItemWithError(state.registry, key.get());
+    if (cur == s->op) {
+      if (PyDict_DelItem(state.registry, key.get()) < 0) return nullptr;
+    } else if (PyErr_Occurred()) {
+      return nullptr;
+    }
+  }
+  Py_RETURN_FALSE;
+}
+
+PyMethodDef ScopedReg_methods[] = {{"__enter__", ScopedReg_enter, METH_NOARGS, nullptr},
+                                   {"__exit__", ScopedReg_exit, METH_VARARGS, nullptr},
+                                   {nullptr, nullptr, 0, nullptr}};
+
+PyObject* mod_registered(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"source_class", "destination_class", "operation_class", nullptr};
+  PyObject *src, *dst, *op;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:registered_move_operation", const_cast<char**>(kwlist), &src,
+                                   &dst, &op))
+    return nullptr;
+  if (check_registration(src, dst, op) < 0) return nullptr;
+  // Duplicates are rejected now too, so a bad block fails before it starts.
+  if (check_free(as_class(src), as_class(dst)) < 0) return nullptr;
+  PyObject* self = ScopedReg_Type.tp_alloc(&ScopedReg_Type, 0);
+  if (!self) return nullptr;
+  ScopedRegObject* s = as_scoped(self);
+  s->src = Py_NewRef(src);
+  s->dst = Py_NewRef(dst);
+  s->op = Py_NewRef(op);
+  s->active = false;
+  return self;
+}
+
+#define SW_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
+PyMethodDef route_methods[] = {
+    {"dispatch_move", SW_KW(mod_dispatch_move), METH_VARARGS | METH_KEYWORDS,
+     "dispatch_move(source_class, destination_class)\n--\n\nThe operation class registered for this exact pair, "
+     "else ElementwiseMoveOperation."},
+    {"register_move_operation", SW_KW(mod_register), METH_VARARGS | METH_KEYWORDS,
+     "register_move_operation(source_class, destination_class, operation_class)\n--\n\nRegister operation_class "
+     "for the exact pair; ValueError when the pair already has one."},
+    {"unregister_move_operation", SW_KW(mod_unregister), METH_VARARGS | METH_KEYWORDS,
+     "unregister_move_operation(source_class, destination_class)\n--\n\nRemove and return the operation class of "
+     "the exact pair; KeyError when none."},
+    {"registered_move_operation", SW_KW(mod_registered), METH_VARARGS | METH_KEYWORDS,
+     "registered_move_operation(source_class, destination_class, operation_class)\n--\n\nContext manager: "
+     "registers the exact pair on entry (yielding operation_class) and unregisters it on exit."},
+    {nullptr, nullptr, 0, nullptr}};
+#undef SW_KW
+
+}  // namespace
+
+// ------------------------------------------------------------ pins
+
+int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
+  static const char* const attrs[2] = {"source_class", "destination_class"};
+  PyTypeObject* actual[2] = {src, dst};
+  for (int k = 0; k < 2; ++k) {
+    Ref pin = Ref::steal(PyObject_GetAttrString(op_class, attrs[k]));
+    if (!pin) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+      continue;
+    }
+    if (pin.get() == Py_None || pin.get() == as_object(actual[k])) continue;
+    if (PyType_Check(pin.get()))
+      PyErr_Format(PyExc_TypeError, "%s requires %s carrier class %s, got %s", class_name(op_class),
+                   k == 0 ? "source" : "destination", class_name(pin.get()), type_name(actual[k]));
+    else
+      PyErr_Format(PyExc_TypeError, "%s.%s must be a Carrier class or None, not %R", class_name(op_class), attrs[k],
+                   pin.get());
+    return -1;
+  }
+  return 0;
+}
+
+int routes_init(PyObject* module) {
+  ScopedReg_Type.tp_flags = Py_TPFLAGS_DEFAULT;
+  ScopedReg_Type.tp_doc = "Context manager returned by registered_move_operation().";
+  ScopedReg_Type.tp_dealloc = ScopedReg_dealloc;
+  ScopedReg_Type.tp_methods = ScopedReg_methods;
+  if (PyType_Ready(&ScopedReg_Type) < 0) return -1;
+
+  state.registry = PyDict_New();  // process lifetime
+  if (!state.registry) return -1;
+  if (move_register_builtin(&CPU_Type, &FileBacked_Type, &CpuToFileBackedMoveOperation_Type) < 0 ||
+      move_register_builtin(&FileBacked_Type, &CPU_Type, &FileBackedToCpuMoveOperation_Type) < 0)
+    return -1;
+  return PyModule_AddFunctions(module, route_methods);
+}
+
+}  // namespace move_internal
+
+using move_internal::state;
+
+int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
+  return move_internal::check_pins(op_class, src, dst);
+}
+
+int move_register_builtin(PyTypeObject* src, PyTypeObject* dst, PyTypeObject* op) {
+  if (!state.registry) {
+    PyErr_SetString(PyExc_RuntimeError, "the move registry is not initialised yet");
+    return -1;
+  }
+  return move_internal::registry_add(src, dst, reinterpret_cast<PyObject*>(op));
+}
+
+PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst) {
+  if (state.route_hooks.resolve) {
+    PyObject* op = nullptr;
+    const int r = state.route_hooks.resolve(src, dst, &op);
+    if (r < 0) return nullptr;
+    if (r > 0) return op;
+  }
+  return move_internal::registry_lookup(src, dst);
+}
+
+}  // namespace swpy

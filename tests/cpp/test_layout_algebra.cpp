@@ -1,0 +1,179 @@
+// GoogleTest for the layout algebra free functions (layout_algebra.cpp):
+// compact, coalesce, broadcast_shapes, reduction_leaves, gradient_layout,
+// cotangent_fit and the small leaf-list helpers.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "layout.hpp"
+
+using sw::IntTree;
+using sw::Layout;
+using sw::LeafMode;
+using Leaves = std::vector<LeafMode>;
+
+namespace {
+
+IntTree L(int64_t v) { return IntTree::leaf(v); }
+IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
+
+std::vector<int64_t> all_indices(const Layout& l) {
+  std::vector<int64_t> out;
+  for (int64_t o = 0; o < l.size(); ++o) out.push_back(l.index_of_ordinal(o));
+  return out;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no exception>";
+}
+
+}  // namespace
+
+TEST(Compact, TreeAndLeafFormsAgree) {
+  Layout c = sw::compact(N({L(2), N({L(3), L(4)}), L(5)}));
+  EXPECT_EQ(c.stride(), N({L(1), N({L(2), L(6)}), L(24)}));
+  EXPECT_EQ(sw::compact(Leaves{{2, 9}, {3, 0}, {4, 1}}), (Leaves{{2, 1}, {3, 2}, {4, 6}}));
+  EXPECT_EQ(sw::compact(Leaves{}), Leaves{});
+  EXPECT_EQ(c.leaves(), sw::compact(c.leaves()));
+  // Layout::canonical is the same builder.
+  EXPECT_EQ(Layout::canonical(N({L(2), N({L(3), L(4)}), L(5)})), c);
+  // The compact layout's index equals the ordinal.
+  auto idx = all_indices(c);
+  for (size_t k = 0; k < idx.size(); ++k) EXPECT_EQ(idx[k], static_cast<int64_t>(k));
+}
+
+TEST(Compact, RejectsLeafRootBadExtentAndOverflow) {
+  EXPECT_THROW(sw::compact(L(3)), std::invalid_argument);
+  EXPECT_THROW(sw::compact(N({L(0)})), std::invalid_argument);
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_THROW(sw::compact(N({L(big), L(big), L(2)})), std::invalid_argument);
+  EXPECT_EQ(sw::compact(N({})), Layout(N({}), N({})));
+}
+
+TEST(Coalesce, MergesContiguousAndDropsExtentOne) {
+  // ((2,3),1,4):((1,2),7,6) is one run of 24.
+  Layout l(N({N({L(2), L(3)}), L(1), L(4)}), N({N({L(1), L(2)}), L(7), L(6)}));
+  Layout c = sw::coalesce(l);
+  EXPECT_EQ(c.shape(), N({L(24)}));
+  EXPECT_EQ(c.stride(), N({L(1)}));
+  // Gapped: (2,3):(1,4) stays two modes.
+  Layout g(N({L(2), L(3)}), N({L(1), L(4)}));
+  EXPECT_EQ(sw::coalesce(g), g);
+  // Broadcast modes merge with each other: (2,3):(0,0) -> (6):(0).
+  Layout b(N({L(2), L(3)}), N({L(0), L(0)}));
+  EXPECT_EQ(sw::coalesce(b), Layout(N({L(6)}), N({L(0)})));
+  // Size 1 coalesces to rank 0.
+  EXPECT_EQ(sw::coalesce(Layout(N({L(1), N({L(1)})}), N({L(3), N({L(5)})}))), Layout(N({}), N({})));
+  EXPECT_THROW(sw::coalesce(Leaves{{2, 1}, {0, 2}}), std::invalid_argument);
+}
+
+TEST(Coalesce, KeepsSizeAndIndexFunctionOnRandomLayouts) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 5);
+    std::vector<IntTree> se, ss;
+    int64_t running = 1;
+    for (int k = 0; k < n; ++k) {
+      const int64_t e = 1 + static_cast<int64_t>(rng() % 4);
+      int64_t s;
+      switch (rng() % 4) {
+        case 0: s = running; break;           // contiguous
+        case 1: s = 0; break;                 // broadcast
+        case 2: s = running * 2; break;       // gapped
+        default: s = 1 + static_cast<int64_t>(rng() % 7);
+      }
+      running = std::max<int64_t>(running, s) * e;
+      se.push_back(L(e));
+      ss.push_back(L(s));
+    }
+    Layout l(N(se), N(ss));
+    Layout c = sw::coalesce(l);
+    EXPECT_EQ(c.size(), l.size());
+    EXPECT_EQ(c.cosize(), l.cosize());
+    EXPECT_EQ(all_indices(c), all_indices(l));
+    EXPECT_LE(c.leaves().size(), l.leaves().size());
+    for (const LeafMode& m : c.leaves()) EXPECT_GT(m.extent, 1);
+    EXPECT_EQ(sw::coalesce(c), c);  // idempotent
+  }
+}
+
+TEST(LeafHelpers, StrideZeroSizeAndIndices) {
+  EXPECT_TRUE(sw::has_stride_zero(Leaves{{2, 1}, {3, 0}}));
+  EXPECT_FALSE(sw::has_stride_zero(Leaves{{2, 1}, {1, 0}}));
+  EXPECT_EQ(sw::size_of(Leaves{{2, 1}, {3, 0}}), 6);
+  EXPECT_EQ(sw::size_of(Leaves{}), 1);
+  EXPECT_EQ(sw::coordinate_indices(Leaves{{2, 3}, {2, 1}}), (std::vector<int64_t>{0, 3, 1, 4}));
+  EXPECT_EQ(sw::coordinate_indices(Leaves{}), (std::vector<int64_t>{0}));
+  EXPECT_EQ(sw::broadcast_one(Leaves{{2, 1}, {3, 5}}), (Leaves{{2, 0}, {3, 0}}));
+  EXPECT_EQ(sw::coordinate_indices(sw::broadcast_one(Leaves{{2, 1}, {3, 5}})), std::vector<int64_t>(6, 0));
+}
+
+TEST(BroadcastShapes, WidensExtentOneLeaves) {
+  EXPECT_EQ(sw::broadcast_shapes(N({L(2), N({L(1), L(4)})}), N({L(1), N({L(3), L(4)})})),
+            N({L(2), N({L(3), L(4)})}));
+  EXPECT_EQ(sw::broadcast_shapes(N({}), N({})), N({}));
+  EXPECT_EQ(sw::broadcast_shapes(N({L(1)}), N({L(1)})), N({L(1)}));
+}
+
+TEST(BroadcastShapes, NamesTheDisagreement) {
+  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({L(3)})); }).find("extents 2 and 3 differ"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({L(2), L(1)})); }).find("different ranks (1 and 2)"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({N({L(2)})})); }).find("a leaf faces a nested mode"),
+            std::string::npos);
+}
+
+TEST(ReductionLeaves, StrideZeroOnBroadcastLeaves) {
+  Layout g = sw::compact(N({L(2), N({L(3), L(4)})}));
+  Layout x(N({L(2), N({L(1), L(4)})}), N({L(5), N({L(0), L(1)})}));  // gapped, extent-1 middle
+  Layout target = sw::gradient_layout(x);
+  EXPECT_EQ(target, x);  // injective: its own layout
+  EXPECT_EQ(sw::reduction_leaves(g, x, target), (Leaves{{2, 5}, {3, 0}, {4, 1}}));
+  // Same shape: a plain relayout onto the target's strides.
+  EXPECT_EQ(sw::reduction_leaves(g, g, g), g.leaves());
+}
+
+TEST(ReductionLeaves, RejectsShapesThatCannotHaveBroadcast) {
+  Layout g = sw::compact(N({L(2), L(3)}));
+  Layout x = sw::compact(N({L(2), L(2)}));
+  Layout nested = sw::compact(N({L(2), N({L(3)})}));
+  const std::string want = "the gradient's shape does not match the input's shape";
+  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, x, x); }), want);
+  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, nested, nested); }), want);
+  Layout rank1 = sw::compact(N({L(6)}));
+  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, rank1, rank1); }), want);
+}
+
+TEST(GradientLayout, OwnWhenInjectiveElseCompact) {
+  Layout gapped(N({L(2), L(3)}), N({L(1), L(4)}));
+  EXPECT_EQ(sw::gradient_layout(gapped), gapped);
+  Layout transposed(N({L(2), L(3)}), N({L(3), L(1)}));
+  EXPECT_EQ(sw::gradient_layout(transposed), transposed);
+  Layout broadcast(N({L(2), N({L(3), L(2)})}), N({L(1), N({L(0), L(2)})}));
+  EXPECT_EQ(sw::gradient_layout(broadcast), sw::compact(broadcast.shape()));
+  Layout overlap(N({L(3), L(3)}), N({L(1), L(1)}));  // indices repeat without stride 0
+  EXPECT_EQ(sw::gradient_layout(overlap), sw::compact(overlap.shape()));
+}
+
+TEST(CotangentFit, FollowsTheContract) {
+  using sw::CotangentFit;
+  Layout gapped(N({L(2), L(3)}), N({L(1), L(4)}));
+  Layout compact = sw::compact(N({L(2), L(3)}));
+  Layout broadcast(N({L(2), L(3)}), N({L(1), L(0)}));
+  EXPECT_EQ(sw::cotangent_fit(gapped, gapped), CotangentFit::Ok);
+  EXPECT_EQ(sw::cotangent_fit(gapped, compact), CotangentFit::NotOwnLayout);
+  EXPECT_EQ(sw::cotangent_fit(gapped, sw::compact(N({L(3), L(2)}))), CotangentFit::ShapeDiffers);
+  EXPECT_EQ(sw::cotangent_fit(broadcast, compact), CotangentFit::Ok);
+  EXPECT_EQ(sw::cotangent_fit(broadcast, gapped), CotangentFit::Ok);
+  EXPECT_EQ(sw::cotangent_fit(broadcast, broadcast), CotangentFit::NotInjective);
+}
