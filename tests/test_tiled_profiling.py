@@ -177,3 +177,27 @@ def test_a_failed_tile_transfer_records_a_failed_completion():
         assert s.implementation_type is FailingOp and s.carrier_type is FailPrimary
     finally:
         unregister_move_operation(FailPrimary, FailSecondary)
+
+
+def test_record_shapes_keeps_the_tile_shape_of_each_transfer():
+    c = sw.CPU(4 * 6)
+    te = TiledEvictable(c, sw.FileBacked(dtype=F32), (4, 1, 1), (1, 2, 3))
+    w = sw.Tensor(te, 0, te.canonical_layout())
+    te.evict(TileSet([(k, 0, 0) for k in range(4)]))
+    with sw.profile(record_shapes=True) as p:
+        te.project(w, TileSelection([[2], [0], [0]])).wait()
+    with sw.profile() as q:
+        te.project(w, TileSelection([[2], [0], [0]])).wait()
+    (s, c2), = pairs(p)
+    assert s.input_shapes == (sw.Shape([1, 2, 3]),) and c2.input_shapes == s.input_shapes
+    (s, _), = pairs(q)
+    assert s.input_shapes is None
+
+
+def test_profiler_record_input_shapes_must_be_a_tuple():
+    with sw.profile(record_shapes=True) as p:
+        s = _core._profiler_session()
+        with pytest.raises(TypeError, match="tuple or None"):
+            _core._profiler_record(s, "x", None, None, 0, 0, True, None, [sw.Shape([2])])
+        eid = _core._profiler_record(s, "x", None, None, 0, 0, True, input_shapes=(sw.Shape([2]),))
+    assert {e.id: e for e in p.events()}[eid].input_shapes == (sw.Shape([2]),)

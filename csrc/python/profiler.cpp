@@ -268,21 +268,27 @@ PyObject* hook_session(PyObject*, PyObject*) {
 PyObject* hook_now_ns(PyObject*, PyObject*) { return PyLong_FromLongLong(static_cast<long long>(sw::now_ns())); }
 
 // _profiler_record(session, name, carrier_type, implementation_type,
-// start_ns, duration_ns, succeeded, parent_id=None) -> the event's id. The
+// start_ns, duration_ns, succeeded, parent_id=None, input_shapes=None) -> the
+// event's id (input_shapes, a tuple, is kept when the session records shapes). The
 // event is stamped with the calling thread; a parent_id of None means the
 // innermost open operation event of this thread (0 when none), as for a
 // native move.submit. A carrier filter that excludes carrier_type drops the
 // event but still returns its id, so children can name it.
 PyObject* hook_record(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"session",     "name",     "carrier_type", "implementation_type", "start_ns",
-                                 "duration_ns", "succeeded", "parent_id",    nullptr};
-  PyObject *session, *carrier_type, *impl_type, *parent = Py_None;
+                                 "duration_ns", "succeeded", "parent_id",    "input_shapes", nullptr};
+  PyObject *session, *carrier_type, *impl_type, *parent = Py_None, *shapes = Py_None;
   const char* name;
   long long start_ns, duration_ns;
   int succeeded;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsOOLLp|O:_profiler_record", const_cast<char**>(kwlist), &session,
-                                   &name, &carrier_type, &impl_type, &start_ns, &duration_ns, &succeeded, &parent))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsOOLLp|OO:_profiler_record", const_cast<char**>(kwlist), &session,
+                                   &name, &carrier_type, &impl_type, &start_ns, &duration_ns, &succeeded, &parent,
+                                   &shapes))
     return nullptr;
+  if (shapes != Py_None && !PyTuple_Check(shapes)) {
+    PyErr_Format(PyExc_TypeError, "_profiler_record() input_shapes must be a tuple or None, not %s", type_name(shapes));
+    return nullptr;
+  }
   if (!PyObject_TypeCheck(session, &Session_Type)) {
     PyErr_Format(PyExc_TypeError, "_profiler_record() session must be a _ProfileSession, not %s", type_name(session));
     return nullptr;
@@ -306,8 +312,8 @@ PyObject* hook_record(PyObject*, PyObject* args, PyObject* kwargs) {
   }
   const int64_t id = profiler_new_id(session);
   if (profiler_record(session, id, parent_id, name, carrier_type == Py_None ? nullptr : carrier_type,
-                      impl_type == Py_None ? nullptr : impl_type, nullptr, start_ns, duration_ns,
-                      current_thread_id(), succeeded != 0) < 0)
+                      impl_type == Py_None ? nullptr : impl_type, shapes == Py_None ? nullptr : shapes, start_ns,
+                      duration_ns, current_thread_id(), succeeded != 0) < 0)
     return nullptr;
   return PyLong_FromLongLong(static_cast<long long>(id));
 }
@@ -320,7 +326,7 @@ PyMethodDef hook_methods[] = {
     {"_profiler_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_record)),
      METH_VARARGS | METH_KEYWORDS,
      "_profiler_record(session, name, carrier_type, implementation_type, start_ns, duration_ns, succeeded, "
-     "parent_id=None)\n--\n\nPrivate: record one event on the calling thread; returns its id."},
+     "parent_id=None, input_shapes=None)\n--\n\nPrivate: record one event on the calling thread; returns its id."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

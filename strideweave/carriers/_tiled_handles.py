@@ -53,12 +53,14 @@ class Transfer:
     records move.submit, ``finished(ok)`` on the worker records move.complete.
     Without an active session both are no-ops."""
 
-    __slots__ = ("session", "carrier_type", "impl_type", "start", "submit_id")
+    __slots__ = ("session", "carrier_type", "impl_type", "shapes", "start", "submit_id")
 
-    def __init__(self, session, carrier_type: Optional[type], impl_type: Optional[type]) -> None:
+    def __init__(self, session, carrier_type: Optional[type], impl_type: Optional[type],
+                 shapes: Optional[tuple] = None) -> None:
         self.session = session
         self.carrier_type = carrier_type
         self.impl_type = impl_type
+        self.shapes = shapes  # kept by sessions that record shapes
         self.start = _now() if session is not None else 0
         self.submit_id = 0
 
@@ -66,13 +68,13 @@ class Transfer:
         if self.session is None:
             return
         self.submit_id = _record(self.session, "move.submit", self.carrier_type, self.impl_type, self.start,
-                                 _now() - self.start, True)
+                                 _now() - self.start, True, None, self.shapes)
 
     def finished(self, ok: bool) -> None:
         if self.session is None:
             return
         _record(self.session, "move.complete", self.carrier_type, self.impl_type, self.start, _now() - self.start,
-                ok, self.submit_id)
+                ok, self.submit_id, self.shapes)
 
 
 def timed(transfer: Optional[Transfer], fn: Callable[[], None]) -> Callable[[], None]:

@@ -185,7 +185,7 @@ class _Request:
         if self.session is not None and src is not None:
             if impl is None and dst is not None:
                 impl = _route_class(type(src), type(dst))
-            transfer = _h.Transfer(self.session, type(src), impl)
+            transfer = _h.Transfer(self.session, type(src), impl, (Shape(list(self.te._st.tile)),))
             transfer.submitted()
             fn = _h.timed(transfer, fn)
         with self.lock:
