@@ -202,11 +202,11 @@ int await_module_init(PyObject* module) {
     const char* doc;
   };
   const Kind kinds[] = {
-      {&AwaitMove_Type, "AwaitMove", "Handle of one move_async: wait() returns the moved Tensor."},
+      {&AwaitMove_Type, "AwaitMove", "Handle of one move_async (or TiledEvictable.scatter()): wait() returns the moved (scattered) Tensor."},
       {&AwaitProjection_Type, "AwaitProjection",
-       "Handle of a tiled projection: wait() returns one compact ordinary Tensor (TiledEvictable is later work)."},
+       "Handle of TiledEvictable.project(): wait() returns one compact ordinary Tensor."},
       {&AwaitResidency_Type, "AwaitResidency",
-       "Handle of a residency change: wait() returns None (TiledEvictable is later work)."},
+       "Handle of TiledEvictable.promote_async()/evict_async(): wait() returns None."},
   };
   for (const Kind& k : kinds) {
     k.type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
