@@ -202,7 +202,8 @@ int await_module_init(PyObject* module) {
     const char* doc;
   };
   const Kind kinds[] = {
-      {&AwaitMove_Type, "AwaitMove", "Handle of one move_async (or TiledEvictable.scatter()): wait() returns the moved (scattered) Tensor."},
+      {&AwaitMove_Type, "AwaitMove",
+       "Handle of one move_async (or TiledEvictable.scatter()): wait() returns the moved (scattered) Tensor."},
       {&AwaitProjection_Type, "AwaitProjection",
        "Handle of TiledEvictable.project(): wait() returns one compact ordinary Tensor."},
       {&AwaitResidency_Type, "AwaitResidency",
