@@ -31,6 +31,10 @@ Cases
               store.write(ndarray) / store.read() on the same spec (fresh
               array per sample, same chunking), the round trip vs FileBacked,
               and the same at --s3-mib on a moto S3 server on 127.0.0.1
+  tiled       (--only-tiled) TiledEvictable, 64 tiles of 1024x1024 Float32 on
+              FileBacked: a cold 4-tile projection vs np.take on np.memmap,
+              promote_async prefetch one step ahead vs on demand, peak RSS
+              of a projection (see tiled_compare.py)
 """
 import argparse
 import datetime
@@ -156,6 +160,7 @@ def main(argv=None):
     ap.add_argument("--tensorstore", action="store_true", help="add the TensorStore carrier rows")
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
     ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
+    ap.add_argument("--only-tiled", action="store_true", help="run only the TiledEvictable rows (tiled_compare.py)")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
     small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
@@ -169,6 +174,12 @@ def main(argv=None):
         rows.append((case, fmt(ours), fmt(theirs), r, target or ""))
 
     progress = []
+    if args.only_tiled:
+        import tiled_compare  # benchmarks/tiled_compare.py
+
+        tiled_compare.rows(add, rep)
+        report(rows, progress, rep, small_number, small_repeat)
+        return 0
     if args.tensorstore or args.only_tensorstore:
         import tensorstore_compare  # benchmarks/tensorstore_compare.py
 
