@@ -7,6 +7,8 @@
 #include "carrier_object.hpp"
 #include "profiler_api.hpp"
 #include "module.hpp"
+#include "util/errors.hpp"
+#include "clock.hpp"
 
 namespace swpy {
 

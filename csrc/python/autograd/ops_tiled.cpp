@@ -6,6 +6,12 @@
 // tile is under another caller's pending residency request) and
 // _gradient(tensor, dense_grad) (a fresh TiledEvictable gradient).
 #include "autograd/ops_support.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 
