@@ -391,9 +391,14 @@ PyObject* from_values(PyObject* data, bool scalar, bool dtype_given, sw::DTypeCo
   return finish(std::move(carrier), p);
 }
 
-bool is_scalar(PyObject* o) {
-  return PyFloat_Check(o) || PyLong_Check(o) || PyComplex_Check(o) || is_numpy_bool(o) ||
-         (!is_level(o) && (PyIndex_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float)));
+bool is_python_number(PyObject* o) {
+  return PyFloat_Check(o) || PyLong_Check(o) || PyComplex_Check(o) || is_numpy_bool(o);
+}
+
+// Other number-likes (__index__ or __float__), tried after __array__: a
+// torch tensor has both and must go through its array.
+bool is_number_like(PyObject* o) {
+  return !is_level(o) && (PyIndex_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float));
 }
 
 PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
@@ -405,7 +410,7 @@ PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
     return nullptr;
   }
   if (PyObject_CheckBuffer(data)) return from_buffer(data, dtype_given, code, layout);
-  if (is_scalar(data)) return from_values(data, true, dtype_given, code, layout);
+  if (is_python_number(data)) return from_values(data, true, dtype_given, code, layout);
   if (!PyUnicode_Check(data) && !is_tensor(data)) {
     // __array__ (NumPy's protocol; torch tensors, pandas, ...): NumPy is
     // imported by that call only, never by us.
@@ -431,6 +436,7 @@ PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
     return from_values(values.get(), false, dtype_given, code, layout);
   }
   if (is_level(data)) return from_values(data, false, dtype_given, code, layout);
+  if (is_number_like(data)) return from_values(data, true, dtype_given, code, layout);
   PyErr_Format(PyExc_TypeError,
                "tensor() expects an object with the buffer protocol or __array__, a nested sequence of numbers "
                "or a number, not %.100s",
