@@ -462,14 +462,21 @@ PyObject* nest(const std::vector<sw::LeafMode>& leaves, size_t k, int64_t base, 
   const int64_t n = leaves[k].extent, s = leaves[k].stride;
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
   if (!list) return nullptr;
-  const bool last = k + 1 == leaves.size();
+  PyObject** items = reinterpret_cast<PyListObject*>(list)->ob_item;
+  if (k + 1 == leaves.size()) {  // innermost: the values themselves
+    for (int64_t i = 0, at = base; i < n; ++i, at += s) {
+      if (!(items[i] = get(at))) {
+        Py_DECREF(list);  // unfilled items are NULL, which list dealloc skips
+        return nullptr;
+      }
+    }
+    return list;
+  }
   for (int64_t i = 0; i < n; ++i) {
-    PyObject* v = last ? get(base + i * s) : nest(leaves, k + 1, base + i * s, get);
-    if (!v) {
+    if (!(items[i] = nest(leaves, k + 1, base + i * s, get))) {
       Py_DECREF(list);
       return nullptr;
     }
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
   }
   return list;
 }
