@@ -152,7 +152,10 @@ int place(PyObject* layout_arg, const std::vector<int64_t>& shape, Placement* p)
 // Fresh CPU carrier for the placement; *data receives its host pointer.
 Ref allocate(const Placement& p, sw::DTypeCode code, void** data) {
   Ref c = Ref::steal(cpu_new(static_cast<Py_ssize_t>(p.cosize), code, true, /*empty=*/p.compact));
-  if (c) *data = carrier_host_data(c.get());
+  if (c && !(*data = carrier_host_data(c.get()))) {
+    PyErr_SetString(PyExc_RuntimeError, "tensor(): fresh CPU storage has no host memory");
+    c.reset();
+  }
   return c;
 }
 
@@ -194,7 +197,7 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   if (!dtype_given) code = sw::inferred_dtype(fmt.kind);
   if (!sw::kind_accepted(fmt.kind, code)) {
     static const char* kinds[] = {"bool", "signed integer", "unsigned integer", "floating"};
-    PyErr_Format(PyExc_TypeError, "tensor() cannot store %s data (buffer format '%s') in %s slots", 
+    PyErr_Format(PyExc_TypeError, "tensor() cannot store %s data (buffer format '%s') in %s slots",
                  kinds[static_cast<int>(fmt.kind)], format, dtype_text(code));
     return nullptr;
   }
