@@ -15,6 +15,7 @@
 #include <new>
 #include <string>
 
+#include "keys.hpp"
 #include "sw.hpp"
 
 namespace swpy {
@@ -355,7 +356,10 @@ PyObject* layout_from_engine(const sw::Layout& l) {
 // Hot path (Tensor indexing per element): an int key costs one
 // PyLong conversion and the engine's leaf walk, no allocation.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
-  const sw::Layout& l = layout_of(layout);
+  return key_index(layout_of(layout), as_layout(layout)->shape, key, out_index);
+}
+
+int key_index(const sw::Layout& l, PyObject* shape_obj, PyObject* key, int64_t* out_index) {
   int rc;
   if (PyLong_CheckExact(key) || is_int_part(key)) {
     int64_t ord;
@@ -374,7 +378,7 @@ int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
     }
   }
   if (rc == kOutside)
-    PyErr_Format(PyExc_ValueError, "%s: key %R is outside %R", kNotInDomain, key, as_layout(layout)->shape);
+    PyErr_Format(PyExc_ValueError, "%s: key %R is outside %R", kNotInDomain, key, shape_obj);
   return -1;
 }
 
