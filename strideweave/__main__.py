@@ -26,12 +26,16 @@ def _zero_copy_lines(x):
         import torch
     except ImportError:
         yield "PyTorch: not installed, skipped (pip install torch)"
+    except Exception as e:  # installed but broken: the demo goes on
+        yield f"PyTorch: import failed ({type(e).__name__}), skipped"
     else:
         yield f"PyTorch torch.from_dlpack(x): same memory={torch.from_dlpack(x).data_ptr() == ptr}"
     try:
         import jax.numpy as jnp
     except ImportError:
         yield "JAX: not installed, skipped (pip install jax)"
+    except Exception as e:
+        yield f"JAX: import failed ({type(e).__name__}), skipped"
     else:
         yield f"JAX    jnp.from_dlpack(x):   same memory={jnp.from_dlpack(x).unsafe_buffer_pointer() == ptr}"
 
