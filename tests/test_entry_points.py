@@ -97,3 +97,16 @@ def test_the_readme_command_uses_the_installed_core_from_the_clone_root():
     init_file, core_file = probe.stdout.split()
     assert os.path.dirname(init_file) == SOURCE_PKG
     assert os.path.dirname(core_file) == installed
+
+
+def test_the_demo_skips_missing_torch_and_jax_cleanly():
+    code = ("import sys, runpy; sys.modules['torch'] = None; sys.modules['jax'] = None; "
+            "sys.argv = ['strideweave']; runpy.run_module('strideweave', run_name='__main__')")
+    env = dict(os.environ)
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert "PyTorch: not installed, skipped (pip install torch)" in out.stdout
+    assert "JAX: not installed, skipped (pip install jax)" in out.stdout
+    _check_demo_output(out)
