@@ -588,11 +588,14 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
     // own rules (copy=False with a dtype change raises ValueError there).
     Ref view = Ref::steal(PyObject_CallMethod(np.get(), "from_dlpack", "O", self));
     if (!view) return nullptr;
-    Ref asarray = Ref::steal(PyObject_GetAttrString(np.get(), "asarray"));
+    if (copy_flag != 1 && dtype == Py_None) return view.release();
+    // np.array copies; np.asarray(copy=False) refuses a cast that would copy.
+    Ref fn = Ref::steal(PyObject_GetAttrString(np.get(), copy_flag == 1 ? "array" : "asarray"));
     Ref a = Ref::steal(PyTuple_Pack(1, view.get()));
-    Ref kw = Ref::steal(Py_BuildValue("{sOsO}", "dtype", dtype, "copy", copy));
-    if (!asarray || !a || !kw) return nullptr;
-    return PyObject_Call(asarray.get(), a.get(), kw.get());
+    Ref kw = Ref::steal(copy_flag == 0 ? Py_BuildValue("{sOsO}", "dtype", dtype, "copy", Py_False)
+                                       : Py_BuildValue("{sO}", "dtype", dtype));
+    if (!fn || !a || !kw) return nullptr;
+    return PyObject_Call(fn.get(), a.get(), kw.get());
   }
   if (copy_flag == 0) {
     PyErr_Format(PyExc_ValueError,
