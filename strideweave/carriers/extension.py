@@ -127,8 +127,8 @@ class TransferRoute:
     ``destination_class`` and the source is definition-free). Matching uses
     class identity; no route is inherited by a subclass."""
 
-    source_class: type
-    destination_class: type
+    source_class: type[_core.Carrier]
+    destination_class: type[_core.Carrier]
     route_id: str
     provider: TransferProvider
 
@@ -183,8 +183,8 @@ class TransferRequest:
 
     tensor: _core.Tensor
     destination: _core.Carrier
-    source_class: type
-    destination_class: type
+    source_class: type[_core.Carrier]
+    destination_class: type[_core.Carrier]
     dtype: _core.DType
     layout: _core.Layout
     physical_span: int
