@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "move/internal.hpp"
+#include "transfer/parallel_copy.hpp"
 
 namespace swpy::move_internal {
 
@@ -74,6 +75,19 @@ int run_plan_unlocked(const sw::CopyPlan& plan) {
 
 int run_plan_locked(const sw::CopyPlan& plan) {
   std::exception_ptr failure = plan.run_captured();
+  return failure ? raise_engine_exception(failure) : 0;
+}
+
+std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept { return sw::run_parallel_captured(plan); }
+
+int run_plan_inline(const sw::CopyPlan& plan) {
+  // A small copy costs less than handing the GIL over and back.
+  if (plan.bytes() <= kLockedCopyBytes) return run_plan_locked(plan);
+  std::exception_ptr failure;
+  {
+    GilRelease unlocked;
+    failure = sw::run_parallel_captured(plan);
+  }
   return failure ? raise_engine_exception(failure) : 0;
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 
 #include "move/move.hpp"
 #include "transfer/copy_plan.hpp"
@@ -55,6 +56,15 @@ sw::CopyPlan plan_logical(PyObject* src, Py_ssize_t src_off, const sw::Layout& s
 // exception translated.
 int run_plan_unlocked(const sw::CopyPlan& plan);
 int run_plan_locked(const sw::CopyPlan& plan);
+// Copies up to this size run with the GIL held (releasing and retaking it
+// costs more than the copy).
+constexpr int64_t kLockedCopyBytes = int64_t(64) << 10;
+// A move's native copy on this thread: small ones with the GIL held, larger
+// ones with it released and split across the worker pool. 0 / -1.
+int run_plan_inline(const sw::CopyPlan& plan);
+// The worker's native copy: split across the pool when large. What it
+// threw, or null.
+std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept;
 // The Python-level logical copy through the carriers' slot entry points
 // (framework writes: no mutability check, no version bump); slots no
 // coordinate reaches keep their values. 0 / -1.
