@@ -78,21 +78,27 @@ def sweep_rows(add, quick=False, gib=False):
                 for k, t in enumerate(ts):
                     ts[k] = sw.move(t, sw.CPU(n, empty=True))  # results freed untimed, as clone()'s
 
+            # NumPy and torch copy from `number` distinct sources too, so all
+            # three read the same working set (a move consumes its source).
+            srcs_np = [np.ones(n, dtype=np.float32) for _ in range(number)]
+            srcs_torch = [torch.ones(n, dtype=torch.float32) for _ in range(number)] if torch is not None else []
+
             def np_run(keep):
-                for _ in range(number):
+                for s in srcs_np:
                     d = np.empty(n, dtype=np.float32)
-                    np.copyto(d, a)
+                    np.copyto(d, s)
                     keep.append(d)
 
             def torch_run(keep):
-                for _ in range(number):
-                    keep.append(x.clone())
+                for s in srcs_torch:
+                    keep.append(s.clone())
 
             cases = {"sw": (lambda k: [filled_tensor(n) for _ in range(k)], move_run),
                      "np": (lambda k: [], np_run)}
             if x is not None:
                 cases["torch"] = (lambda k: [], torch_run)
             m = interleaved(cases, number, samples)
+            del srcs_np, srcs_torch
             add(f"move CPU->CPU {label}", m["sw"], m["np"], m.get("torch"))
             if nbytes == 4 * KIB:
                 clone_4k = m.get("torch")

@@ -9,8 +9,9 @@
 
 namespace sw {
 
-// Below this many bytes a piece costs more to hand over than to copy.
-constexpr int64_t kMinParallelPieceBytes = int64_t(2) << 20;
+// Below this many bytes a piece costs more to hand over (a worker must be
+// scheduled, which on a busy machine takes milliseconds) than it saves.
+constexpr int64_t kMinParallelPieceBytes = int64_t(16) << 20;
 
 // Runs plan split into at most `ways` pieces (<= 0: the executor's core
 // thread count) of at least min_piece_bytes, and returns once every piece
