@@ -23,7 +23,11 @@ int carrier_itemsize(PyObject* c) {
 
 // A carrier whose Python class overrides a slot hook is copied through its
 // hooks, never behind their back.
-bool no_value_hooks(PyObject* c) { return !carrier_overrides(c, "get_value") && !carrier_overrides(c, "set_value"); }
+// (An exact built-in class cannot override its own hooks: no lookup.)
+bool no_value_hooks(PyObject* c) {
+  if (Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type) return true;
+  return !carrier_overrides(c, "get_value") && !carrier_overrides(c, "set_value");
+}
 
 // What the engine can reach of carrier c: the host memory of a native
 // carrier, or the file of a live FileBacked one (either without overridden
