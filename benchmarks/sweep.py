@@ -50,12 +50,13 @@ def interleaved(cases, number, samples):
     """cases: {name: (prepare(number) -> state, run(state))}. Medians of the
     per-call time of each case, the cases alternating sample by sample."""
     times = {k: [] for k in cases}
-    for _ in range(samples):
+    for sample in range(samples + 1):  # the first round only warms up
         for name, (prepare, run) in cases.items():
             state = prepare(number)
             t0 = ns()
             run(state)
-            times[name].append((ns() - t0) / number)
+            if sample:
+                times[name].append((ns() - t0) / number)
             del state
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -78,27 +79,37 @@ def sweep_rows(add, quick=False, gib=False):
                 for k, t in enumerate(ts):
                     ts[k] = sw.move(t, sw.CPU(n, empty=True))  # results freed untimed, as clone()'s
 
-            # NumPy and torch copy from `number` distinct sources too, so all
-            # three read the same working set (a move consumes its source).
-            srcs_np = [np.ones(n, dtype=np.float32) for _ in range(number)]
-            srcs_torch = [torch.ones(n, dtype=torch.float32) for _ in range(number)] if torch is not None else []
+            # NumPy and torch do the same work as a move: copy `number`
+            # distinct sources into fresh arrays and drop each source right
+            # after its copy (a move releases its source; freeing inside the
+            # loop also lets the heap trim and re-fault, as a move's does).
+            def np_prep(k):
+                return [np.ones(n, dtype=np.float32) for _ in range(k)], []
 
-            def np_run(keep):
-                for s in srcs_np:
+            def np_run(state):
+                srcs, keep = state
+                for k, s in enumerate(srcs):  # in creation order, as move_run
+                    srcs[k] = None
                     d = np.empty(n, dtype=np.float32)
                     np.copyto(d, s)
+                    del s
                     keep.append(d)
 
-            def torch_run(keep):
-                for s in srcs_torch:
+            def torch_prep(k):
+                return [torch.ones(n, dtype=torch.float32) for _ in range(k)], []
+
+            def torch_run(state):
+                srcs, keep = state
+                for k, s in enumerate(srcs):
+                    srcs[k] = None
                     keep.append(s.clone())
+                    del s
 
             cases = {"sw": (lambda k: [filled_tensor(n) for _ in range(k)], move_run),
-                     "np": (lambda k: [], np_run)}
+                     "np": (np_prep, np_run)}
             if x is not None:
-                cases["torch"] = (lambda k: [], torch_run)
+                cases["torch"] = (torch_prep, torch_run)
             m = interleaved(cases, number, samples)
-            del srcs_np, srcs_torch
             add(f"move CPU->CPU {label}", m["sw"], m["np"], m.get("torch"))
             if nbytes == 4 * KIB:
                 clone_4k = m.get("torch")
