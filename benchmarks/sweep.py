@@ -166,7 +166,9 @@ def sweep_rows(add, quick=False, gib=False):
 
 def exchange_rows(add, quick=False):
     """DLPack export/import rows, the C exchange API through tvm_ffi."""
-    number, samples = (2000, 5) if quick else (10000, 11)
+    # Short batches, many samples: drift on a shared machine hits every case
+    # alike and the median drops the spikes.
+    number, samples = (500, 21) if quick else (1000, 61)
     t = sw.Tensor(sw.CPU(1024), 0, sw.Layout(sw.Shape([32, 32]), sw.Stride([32, 1])))
     a = np.zeros((32, 32), dtype=np.float32)
     x = torch.zeros((32, 32)) if torch is not None else None
