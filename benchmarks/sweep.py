@@ -14,6 +14,11 @@ import numpy as np
 
 import strideweave as sw
 
+# torch's OpenMP threads otherwise spin for a while after every parallel
+# clone and take the two cores from the next (StrideWeave or NumPy) sample;
+# passive waiting keeps torch parallel without that. Only effective when
+# torch is first imported here.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 try:
     import torch
 except ImportError:  # pragma: no cover - torch is optional for the sweep
