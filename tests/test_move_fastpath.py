@@ -153,3 +153,44 @@ def test_split_copy_to_file_and_back():
     f = sw.move(t, sw.FileBacked(dtype=F32))
     back = sw.move(f, sw.CPU(BIG, empty=True))
     assert np.array_equal(flat(back.carrier, BIG), np.arange(BIG, dtype=np.float32))
+
+
+# ------------------------------------------------------------ the commit lane
+
+def test_burst_of_native_async_moves_all_commit():
+    # Above the inline bound: copied on workers, committed through the lane.
+    n = 1 << 14  # 64 KiB
+    ts = [filled(n) for _ in range(48)]
+    ds = [sw.CPU(n, empty=True) for _ in range(48)]
+    with sw.profile() as p:
+        hs = [sw.move_async(t, d) for t, d in zip(ts, ds)]
+        outs = [h.wait(timeout=WAIT) for h in hs]
+    want = np.arange(n, dtype=np.float32)
+    for t, d, h, out in zip(ts, ds, hs, outs):
+        assert h.done and out.carrier is d and np.array_equal(flat(d, n), want)
+        assert t.carrier.is_released() and not d.is_owned()
+    assert sw._core._moves_in_flight() == 0
+    evs = [e for e in p.events() if e.name.startswith("move.")]
+    submits = {e.id for e in evs if e.name == "move.submit"}
+    completes = [e for e in evs if e.name == "move.complete"]
+    assert len(submits) == len(completes) == 48
+    assert {c.parent_id for c in completes} == submits
+    assert all(c.succeeded and c.thread_id != threading.get_ident() for c in completes)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_native_async_moves_work_in_a_forked_child():
+    import os
+
+    n = 1 << 16
+    sw.move_async(filled(n), sw.CPU(n, empty=True)).wait(timeout=WAIT)  # the lane is in use
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            out = sw.move_async(filled(n), sw.CPU(n, empty=True)).wait(timeout=WAIT)
+            code = 0 if np.array_equal(flat(out.carrier, n), np.arange(n, dtype=np.float32)) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

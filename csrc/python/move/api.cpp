@@ -351,7 +351,7 @@ PyObject* submit_to_worker(Submission& s) {
   Ref shapes = Ref::borrow(j->shapes.get());
   const int64_t submit_id = j->submit_id;
   j->transfer_start_ns = sw::now_ns();
-  if (start_worker(j) < 0) return abandon(s);
+  if ((commits_in_lane(j) ? start_native_worker(j) : start_worker(j)) < 0) return abandon(s);
   // From here the job belongs to the worker (which may already be done).
   s.job.release();
   record_submit(s, submit_id, shapes.get(), true);

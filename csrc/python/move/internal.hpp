@@ -11,6 +11,8 @@
 //                   carriers to the engine, run its plan, or copy value by
 //                   value
 //   lowered.cpp     move_lowered (Evictable residency)
+//   commit_lane.cpp native copies between built-in carriers: copied on a
+//                   worker, committed in batches by one GIL holder
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -121,6 +123,15 @@ int start_worker(MoveJob* j);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
 // succeeded; otherwise its exception is set. Consumes j.
 void commit(MoveJob* j, bool ok);
+
+// ------------------------------------------------------------ commit_lane.cpp
+
+// Whether j's commit runs no Python code (a native copy between exact
+// built-in carriers), so it can go through the commit lane.
+bool commits_in_lane(const MoveJob* j);
+// start_worker for such a job: the worker copies, then the lane commits. 0,
+// or -1 with RuntimeError set and j still the caller's.
+int start_native_worker(MoveJob* j);
 
 // ------------------------------------------------------------ routes.cpp
 
