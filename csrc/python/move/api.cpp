@@ -2,8 +2,11 @@
 // spec's order, resolves the exact-pair operation (move_resolve_route),
 // captures the reverse route for a differentiable move, prepares a
 // carrier-definition route, claims ownership of both carriers, allocates an
-// empty destination to layout.cosize, and submits the transfer: to a worker
-// (job.cpp), or through the route's own submit().
+// empty destination to layout.cosize, and submits the transfer: through the
+// route's own submit(), on this thread (a native copy between built-in
+// carriers that the caller waits for anyway, or that is too small to be
+// worth a hand-off), or to a worker (job.cpp; commit_lane.cpp for native
+// copies between built-in carriers).
 #include <memory>
 #include <new>
 
