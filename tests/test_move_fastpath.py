@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _move_support import WAIT, cpu_tensor, layout
+from conftest import WAIT, cpu_tensor, layout
 
 F32 = sw.DType.Float32
 

@@ -7,10 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sw.hpp"
-
 #include "dlpack_exchange.hpp"
 #include "dlpack_exchange_api.h"
+#include "layout_object.hpp"
+#include "module.hpp"
+#include "tensor_object.hpp"
+#include "util/errors.hpp"
+#include "util/ref.hpp"
 
 namespace swpy {
 

@@ -1,7 +1,7 @@
 // The DLPack export as the C exchange API (dlpack_exchange.cpp) reaches it:
 // dlpack.cpp runs the checks of __dlpack__ and builds the managed tensor.
 #pragma once
-#include "sw.hpp"
+#include <Python.h>
 
 #include "dlpack_export.hpp"
 

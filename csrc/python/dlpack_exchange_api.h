@@ -1,12 +1,12 @@
 /* The DLPack 1.3 C exchange API structs (`__dlpack_c_exchange_api__`),
  * copied verbatim (comments shortened) from the official header
  * dlpack/dlpack.h v1.3. Defined here only when the dlpack.h in use does not
- * already provide them: the project's hand-written subset stops at 1.0, the
- * official header (subprojects/dlpack) has them from 1.3 on. */
+ * already provide them (an older dlpack.h stops at 1.0; the
+ * official header in subprojects/dlpack has them from 1.3 on). */
 #ifndef STRIDEWEAVE_DLPACK_EXCHANGE_API_H_
 #define STRIDEWEAVE_DLPACK_EXCHANGE_API_H_
 
-#include "dlpack.h"
+#include <dlpack/dlpack.h>
 
 #if !(DLPACK_MAJOR_VERSION > 1 || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 3))
 

@@ -51,7 +51,9 @@ TEST(CopyPlanSplit, SpanPiecesArePageMultiplesCoveringTheSpan) {
   int64_t total = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     EXPECT_EQ(pieces[i].kind(), CopyPlanKind::HostToHost);
-    if (i + 1 < pieces.size()) EXPECT_EQ(pieces[i].count() % 1024, 0);  // 4 KiB of Float32
+    if (i + 1 < pieces.size()) {
+      EXPECT_EQ(pieces[i].count() % 1024, 0);  // 4 KiB of Float32
+    }
     total += pieces[i].count();
     pieces[i].run();
   }

@@ -11,6 +11,19 @@
 #include <new>
 
 #include "move/internal.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "await_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "profiler_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
+#include "clock.hpp"
 
 namespace swpy {
 
@@ -389,12 +402,15 @@ bool completes_inline(const Submission& s, bool blocking) {
 PyObject* complete_inline(Submission& s, bool blocking) {
   MoveJob* j = s.job.release();
   Ref handle = Ref::borrow(j->handle.get());
+  Ref output = Ref::borrow(j->output.get());
+  Ref source = Ref::borrow(j->source.get());
   const int rc = run_plan_inline(j->plan);
   j->plan = sw::CopyPlan();
   commit(j, rc == 0);
   if (!blocking) return handle.release();
-  AwaitObject* a = reinterpret_cast<AwaitObject*>(handle.get());
-  if (a->result) return Py_NewRef(a->result);
+  // The commit released the source exactly when it published the output
+  // (this thread held the GIL throughout, so nothing else released it).
+  if (carrier_is_released(source.get())) return output.release();
   return wait_handle(handle.release());  // raises the recorded failure
 }
 

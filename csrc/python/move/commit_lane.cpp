@@ -13,8 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "carrier_object.hpp"
 #include "executor.hpp"
 #include "move/internal.hpp"
+#include "util/compat.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::move_internal {
 
