@@ -43,6 +43,7 @@ T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTens
   }
   ctx->owner = owner;
   ctx->release_owner = release_owner;
+  ctx->storage = spec.storage;
   // Valid (one-past-the-context) pointers even for ndim 0, which every
   // consumer accepts; NULL strides would mean "compact" to a consumer.
   ctx->shape = shape;
@@ -61,12 +62,16 @@ T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTens
   return self;
 }
 
-// Frees the block first, then releases the owner: the owner callback may run
-// arbitrary teardown, and nothing in the block is needed by then.
+// Frees the block first, then the storage reference (atomic work and at most
+// an unmap/free: fine on any thread), then releases the owner: the owner
+// callback may run arbitrary teardown, and nothing in the block is needed by
+// then.
 void destroy(void* block, ExportContext* ctx) noexcept {
   void* owner = ctx->owner;
   OwnerRelease release_owner = ctx->release_owner;
+  StorageControl* storage = ctx->storage;
   std::free(block);
+  drop_export_ref(storage);
   if (release_owner) release_owner(owner);
 }
 

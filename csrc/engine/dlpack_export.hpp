@@ -2,9 +2,10 @@
 //
 // A managed tensor is one malloc'd block holding the DLPack struct, its
 // manager context and the shape and stride arrays; its deleter frees that block
-// with plain free() and then hands the opaque owner to a release callback. The
-// binding layer supplies the owner (a strong reference to the exporting
-// Tensor) and a callback that may be run without the GIL.
+// with plain free(), drops the export reference on the storage range (if any,
+// see AlignedBuffer::acquire_export_ref) and then hands the opaque owner to a
+// release callback. The binding layer supplies the owner (a strong reference
+// to the exporting Tensor) and a callback that may be run without the GIL.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 #include <dlpack/dlpack.h>
 #include "dtype.hpp"
 #include "layout.hpp"
+#include "storage.hpp"
 
 namespace sw::dlpack {
 
@@ -24,6 +26,7 @@ using OwnerRelease = void (*)(void* owner) noexcept;
 struct ExportContext {
   void* owner;
   OwnerRelease release_owner;  // may be null: nothing to release
+  StorageControl* storage;     // export reference on the range, or null
   int64_t* shape;              // ndim entries (non-null even for ndim 0)
   int64_t* strides;            // ndim entries, in elements
   int32_t ndim;
@@ -37,6 +40,10 @@ struct ExportSpec {
   uint64_t byte_offset = 0;
   std::span<const LeafMode> leaves;  // shape/strides in order, copied verbatim
   bool read_only = false;        // versioned only: sets the READ_ONLY flag
+  // Export reference pinning the range data addresses (null: none, e.g. a
+  // Python carrier's foreign pointer). Owned by the managed tensor once
+  // make_* succeeds; on failure it stays the caller's to drop.
+  StorageControl* storage = nullptr;
 };
 
 // DLPack dtype for an exportable logical dtype (Float32, Int32); false for
@@ -44,8 +51,9 @@ struct ExportSpec {
 bool dl_dtype_for(DTypeCode code, DLDataType* out) noexcept;
 
 // Build a managed tensor; nullptr when the allocation fails (nothing to free,
-// owner untouched). On success the returned tensor's deleter frees it and
-// calls release_owner(owner) exactly once.
+// owner and spec.storage untouched). On success the returned tensor's deleter
+// frees it, drops spec.storage and calls release_owner(owner), each exactly
+// once.
 DLManagedTensor* make_legacy(const ExportSpec& spec, void* owner, OwnerRelease release_owner) noexcept;
 // Versioned form: version exactly 1.0, flags READ_ONLY iff spec.read_only.
 DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -40,7 +41,62 @@ void heap_free(void* data) {
 [[noreturn]] void throw_errno(int err, const std::string& what) {
   throw std::system_error(err, std::generic_category(), what);
 }
+
+void free_range(void* data, size_t mapped) noexcept {
+  if (mapped)
+    ::munmap(data, mapped);
+  else
+    heap_free(data);
+}
+
+// Makes a range that exports still address read as zeros and gives its
+// physical memory back where the kernel can. MADV_DONTNEED on a private
+// anonymous mapping drops the pages now and zero-fills on the next touch;
+// it is preferred to mmap(MAP_FIXED) over the range because a failing
+// MAP_FIXED may leave a hole behind, and a hole would turn a consumer's read
+// into a crash. Stray writes through a retired range then cost 4 KiB pages,
+// not huge pages. memset is the fallback (and the heap path).
+void retire_range(void* data, size_t padded, size_t mapped) noexcept {
+  if (mapped) {
+    if (::madvise(data, mapped, MADV_DONTNEED) == 0) {
+#ifdef MADV_NOHUGEPAGE
+      ::madvise(data, mapped, MADV_NOHUGEPAGE);  // advisory
+#endif
+      return;
+    }
+  }
+  std::memset(data, 0, padded);
+}
 }  // namespace
+
+struct StorageControl {
+  std::atomic<size_t> refs;  // owner (while it holds the range) + exports
+  void* data;
+  size_t mapped;  // mapping length, 0 for a heap allocation
+};
+
+void drop_export_ref(StorageControl* ctl) noexcept {
+  if (!ctl) return;
+  if (ctl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Last reference: the owner released (retired) the range already.
+  free_range(ctl->data, ctl->mapped);
+  delete ctl;
+}
+
+StorageControl* AlignedBuffer::acquire_export_ref() noexcept {
+  if (!data_) return nullptr;
+  if (!ctl_) {
+    // Created lazily: buffers that are never exported pay nothing.
+    ctl_ = new (std::nothrow) StorageControl{{1}, data_, mapped_};
+    if (!ctl_) return nullptr;
+  }
+  ctl_->refs.fetch_add(1, std::memory_order_relaxed);
+  return ctl_;
+}
+
+size_t AlignedBuffer::export_refs() const noexcept {
+  return ctl_ ? ctl_->refs.load(std::memory_order_acquire) - 1 : 0;
+}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
@@ -48,9 +104,13 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
     data_ = o.data_;
     bytes_ = o.bytes_;
     mapped_ = o.mapped_;
+    padded_ = o.padded_;
+    ctl_ = o.ctl_;
     o.data_ = nullptr;
     o.bytes_ = 0;
     o.mapped_ = 0;
+    o.padded_ = 0;
+    o.ctl_ = nullptr;
   }
   return *this;
 }
@@ -79,24 +139,33 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     data_ = p;
     bytes_ = bytes;
     mapped_ = padded;
+    padded_ = padded;
     return;
   }
   void* p = heap_aligned(padded);
   if (zero) std::memset(p, 0, padded);
   data_ = p;
   bytes_ = bytes;
+  padded_ = padded;
 }
 
 void AlignedBuffer::release() {
   if (data_) {
-    if (mapped_)
-      ::munmap(data_, mapped_);
-    else
-      heap_free(data_);
+    if (StorageControl* ctl = ctl_) {
+      // Only the owner adds references, so a count of 1 cannot grow under
+      // us; above 1, exports may die concurrently, and whoever drops the
+      // last reference frees the (by then retired) range.
+      if (ctl->refs.load(std::memory_order_acquire) > 1) retire_range(data_, padded_, mapped_);
+      drop_export_ref(ctl);
+    } else {
+      free_range(data_, mapped_);
+    }
   }
   data_ = nullptr;
   bytes_ = 0;
   mapped_ = 0;
+  padded_ = 0;
+  ctl_ = nullptr;
 }
 
 void FileStorage::create(const std::string& path) {

@@ -8,16 +8,41 @@ namespace sw {
 
 constexpr size_t kStorageAlignment = 64;
 
+// Shared lifetime of one allocation's address range: one reference for the
+// owning AlignedBuffer plus one per outstanding export (a DLPack managed
+// tensor). Opaque; only drop_export_ref touches it from outside.
+struct StorageControl;
+
+// Drops one export reference taken by AlignedBuffer::acquire_export_ref.
+// Thread-safe and lock-free up to the final free: it touches only the atomic
+// count and, for the last reference of a released buffer, unmaps or frees the
+// range. No Python, no locks: safe on any thread, with or without the GIL,
+// after interpreter finalization began. Null is a no-op.
+void drop_export_ref(StorageControl* ctl) noexcept;
+
 // One aligned allocation, movable, freed by release() or the destructor.
+//
+// Exports: acquire_export_ref() pins the address range for a consumer that
+// addresses it directly. release() with exports outstanding "retires" the
+// range instead of freeing it: it reads as zeros from then on (large mapped
+// buffers get fresh zero pages mapped over them, so their physical memory is
+// returned at once; heap buffers are zeroed and kept), writes land in memory
+// nobody else owns, and the range is unmapped/freed by the last
+// drop_export_ref. The buffer itself is empty after release() either way.
+// Methods of one AlignedBuffer are not synchronised with each other (the
+// owner serialises them); drop_export_ref may race with all of them.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_) {
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_), padded_(o.padded_), ctl_(o.ctl_) {
     o.data_ = nullptr;
     o.bytes_ = 0;
     o.mapped_ = 0;
+    o.padded_ = 0;
+    o.ctl_ = nullptr;
   }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
   ~AlignedBuffer() { release(); }
@@ -26,15 +51,30 @@ class AlignedBuffer {
   // has a non-null aligned pointer); zero-fills when zero is true. Throws
   // std::bad_alloc.
   void allocate(size_t bytes, bool zero);
+  // Frees the storage, or retires it while exports are outstanding (above).
   void release();
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // True when the storage is an anonymous mapping (see kMappedThreshold).
+  bool is_mapped() const { return mapped_ != 0; }
+
+  // One reference on the current range for an export; hand it to
+  // drop_export_ref exactly once. Null when the buffer holds no storage or
+  // the control block cannot be allocated (the caller refuses the export).
+  StorageControl* acquire_export_ref() noexcept;
+  // Export references currently outstanding on this buffer's range (tests,
+  // diagnostics; racy by nature when exports die on other threads).
+  size_t export_refs() const noexcept;
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   // Length of the anonymous mapping for large buffers (0: heap allocation).
   size_t mapped_ = 0;
+  // Allocated length (whole alignment units, or the mapping length).
+  size_t padded_ = 0;
+  // Created by the first export; null while the range was never exported.
+  StorageControl* ctl_ = nullptr;
 };
 
 // Buffers of at least this many bytes are anonymous mappings: the kernel

@@ -105,5 +105,17 @@ struct FileBackedObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// Native truth of a CPU carrier (exact or subclass), whatever its Python
+// hooks say: slot dtype, slot count and address (NULL once released). For
+// DLPack export (API.md section 12).
+struct CpuStorage {
+  void* data;
+  Py_ssize_t size;
+  sw::DTypeCode dtype;
+};
+CpuStorage cpu_storage_of(PyObject* cpu);
+// One export reference on the CPU carrier's current storage range
+// (AlignedBuffer::acquire_export_ref); NULL when it holds none or on OOM.
+sw::StorageControl* cpu_acquire_export_ref(PyObject* cpu);
 
 }  // namespace swpy

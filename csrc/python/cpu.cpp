@@ -115,6 +115,8 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
 
 int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) { return cpu_set_slot(as_cpu(o), i, v); }
 
+// Storage a DLPack consumer still views is retired, not freed: it reads as
+// zeros until the last export dies (AlignedBuffer::release).
 void vt_release(CarrierObject* c) {
   CPUObject* o = as_cpu(c);
   o->buffer.release();
@@ -222,6 +224,16 @@ PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) 
     return nullptr;
   }
   return cpu_make(&CPU_Type, n, dtype, mutable_, empty);
+}
+
+CpuStorage cpu_storage_of(PyObject* cpu) {
+  CPUObject* o = as_cpu(cpu);
+  return CpuStorage{o->base.released ? nullptr : o->buffer.data(), o->size, o->dtype};
+}
+
+sw::StorageControl* cpu_acquire_export_ref(PyObject* cpu) {
+  CPUObject* o = as_cpu(cpu);
+  return o->base.released ? nullptr : o->buffer.acquire_export_ref();
 }
 
 int cpu_module_init(PyObject* module) {

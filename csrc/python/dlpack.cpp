@@ -5,7 +5,9 @@
 // hook and its conversion, copy, dl_device, dtype, max_version, null pointer.
 // The engine (dlpack_export.cpp) builds the managed tensor in one malloc'd
 // block; this file only decides what goes in it and owns the Python side of
-// its lifetime.
+// its lifetime. A CPU carrier's export also holds an export reference on its
+// storage range (pin_cpu_storage), so release() or a move while a consumer
+// still views it leaves zeros there, not freed memory (API.md section 12).
 #include <cstring>
 
 #include "dtype_object.hpp"
@@ -397,6 +399,51 @@ PyObject* explain_refusal(PyObject* self) {
   return nullptr;
 }
 
+// A CPU carrier (built-in or subclass) exports its native storage, typed and
+// sized by the native buffer, never by Python hooks (API.md section 12): a
+// dtype() override, a size() override or a dlpack_info() pointer that
+// disagrees with the storage is refused with BufferError rather than
+// "corrected", so no export can address past the buffer or with another item
+// size. On success *storage is an export reference that keeps the range
+// mapped (reading zeros once the carrier releases it) until the managed
+// tensor's deleter drops it; null for a tensor without elements. Runs after
+// every Python callback of the export, so the state it checks is final.
+int pin_cpu_storage(TensorObject* t, sw::DTypeCode code, uintptr_t pointer, const sw::Layout& layout,
+                    sw::StorageControl** storage) {
+  const CpuStorage c = cpu_storage_of(t->carrier);
+  if (code != c.dtype) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack export of a CPU carrier uses its native storage: the tensor's dtype %R does not match "
+                 "the storage dtype %R (is dtype() overridden?)",
+                 t->dtype, dtype_singleton(c.dtype));
+    return -1;
+  }
+  if (layout.size() == 0) return 0;
+  if (!c.data) {
+    PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+    return -1;
+  }
+  if (pointer != reinterpret_cast<uintptr_t>(c.data)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "DLPack export of a CPU carrier uses its native storage: dlpack_info()['pointer'] does not "
+                    "match the carrier's storage");
+    return -1;
+  }
+  if (static_cast<int64_t>(t->offset) > static_cast<int64_t>(c.size) - layout.cosize()) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack export of a CPU carrier uses its native storage: offset %zd + layout cosize %lld "
+                 "exceeds its %zd slots (is size() overridden?)",
+                 t->offset, static_cast<long long>(layout.cosize()), c.size);
+    return -1;
+  }
+  *storage = cpu_acquire_export_ref(t->carrier);
+  if (!*storage) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
 // Every check of an export, in API.md's order, and what the managed tensor
 // will describe; *versioned says which form. 0 / -1 with the exception.
 int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out, bool* out_versioned) {
@@ -479,6 +526,8 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
     if (pointer_gone(pointer, released_before, t->carrier, layout)) return -1;
   }
 
+  if (PyObject_TypeCheck(t->carrier, &CPU_Type) && pin_cpu_storage(t, code, pointer, layout, &spec.storage) < 0)
+    return -1;
   *out_versioned = versioned;
   return 0;
 }
@@ -487,16 +536,23 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   dl::ExportSpec spec;
   bool versioned = false;
   if (describe_export(self, args, &spec, &versioned) < 0) return nullptr;
-  // The managed tensor owns this reference; its deleter drops it.
+  // The managed tensor owns this reference and spec.storage; its deleter
+  // drops both.
   Py_INCREF(self);
   if (versioned) {
     DLManagedTensorVersioned* m = dl::make_versioned(spec, self, release_tensor_ref);
-    if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
+    if (!m) goto no_memory;
     return wrap(m, kVersionedName, versioned_capsule_destructor);
   }
-  DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
-  if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
-  return wrap(m, kLegacyName, legacy_capsule_destructor);
+  {
+    DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
+    if (!m) goto no_memory;
+    return wrap(m, kLegacyName, legacy_capsule_destructor);
+  }
+no_memory:
+  sw::drop_export_ref(spec.storage);
+  Py_DECREF(self);
+  return PyErr_NoMemory();
 }
 
 }  // namespace
@@ -510,6 +566,7 @@ DLManagedTensorVersioned* dlpack_export_v1(PyObject* tensor) {
   Py_INCREF(tensor);
   DLManagedTensorVersioned* m = dl::make_versioned(spec, tensor, release_tensor_ref);
   if (!m) {
+    sw::drop_export_ref(spec.storage);
     Py_DECREF(tensor);
     PyErr_NoMemory();
   }
@@ -520,7 +577,13 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
   ExportArgs args;
   args.v1 = true;
   bool versioned = false;
-  return describe_export(tensor, args, spec, &versioned);
+  if (describe_export(tensor, args, spec, &versioned) < 0) return -1;
+  // A borrowed DLTensor has no deleter to drop an export reference: the
+  // checks above still ran, and the consumer borrows only while the Tensor
+  // is alive and unreleased (the header's no_sync contract).
+  sw::drop_export_ref(spec->storage);
+  spec->storage = nullptr;
+  return 0;
 }
 
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
