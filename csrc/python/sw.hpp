@@ -249,6 +249,7 @@ struct AwaitObject {
   sw::Completion* completion;  // owned
   PyObject* result;            // terminal value on success
   PyObject* error;             // terminal exception instance on failure
+  PyObject* error_tb;          // error's traceback when recorded (or NULL)
 };
 extern PyTypeObject AwaitResult_Type;
 extern PyTypeObject AwaitMove_Type;
