@@ -126,8 +126,11 @@ void run_job(MoveJob* j) {
   bool ok;
   if (j->kind == CopyKind::Native)
     ok = !native_failure || raise_engine_exception(native_failure) == 0;
-  else if (j->kind == CopyKind::Provider)
+  else if (j->kind == CopyKind::Provider) {
+    // The provider's completion may wait on other moves (nested work).
+    sw::BlockingScope blocked;
     ok = state.route_hooks.wait(j->completion.get()) == 0;
+  }
   else
     ok = run_python_copy(j) == 0;
   t_running = nullptr;
