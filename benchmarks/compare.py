@@ -1,6 +1,6 @@
 """Headline comparisons against NumPy, side by side in one process.
 
-    python benchmarks/compare.py [--repeat N] [--mib M] [--quick]
+    python benchmarks/compare.py [--repeat N] [--mib M] [--quick] [--only data]
     STRIDEWEAVE_BUILD=build-x python benchmarks/compare.py   # a meson build dir
 
 Each case times StrideWeave and its NumPy counterpart alternately (so drift
@@ -23,6 +23,10 @@ Cases
               destination on both sides, as np.fromfile allocates)
   async       move_async return latency at 4 KiB and 256 MiB (the copy is not
               waited for), as a fraction of the blocking move
+  data        strideweave.tensor(a) vs torch.tensor(a) (np.array(a) when
+              PyTorch is missing) for a 1e6-element float32 and float64
+              array, and t.tolist() vs ndarray.tolist() (1e6 float32); the
+              "baseline" column is the other library's time
   progress    iterations/s a pure-Python loop in a second thread completes
               while the main thread waits on a 256 MiB async move, vs idle;
               np.copyto of the same size on the main thread for reference
@@ -31,6 +35,10 @@ Cases
               store.write(ndarray) / store.read() on the same spec (fresh
               array per sample, same chunking), the round trip vs FileBacked,
               and the same at --s3-mib on a moto S3 server on 127.0.0.1
+  tiled       (--only-tiled) TiledEvictable, 64 tiles of 1024x1024 Float32 on
+              FileBacked: a cold 4-tile projection vs np.take on np.memmap,
+              promote_async prefetch one step ahead vs on demand, peak RSS
+              of a projection (see tiled_compare.py)
 """
 import argparse
 import datetime
@@ -156,6 +164,8 @@ def main(argv=None):
     ap.add_argument("--tensorstore", action="store_true", help="add the TensorStore carrier rows")
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
     ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
+    ap.add_argument("--only-tiled", action="store_true", help="run only the TiledEvictable rows (tiled_compare.py)")
+    ap.add_argument("--only", choices=["data"], help="run only this case group (seconds instead of a minute)")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
     small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
@@ -169,6 +179,12 @@ def main(argv=None):
         rows.append((case, fmt(ours), fmt(theirs), r, target or ""))
 
     progress = []
+    if args.only_tiled:
+        import tiled_compare  # benchmarks/tiled_compare.py
+
+        tiled_compare.rows(add, rep)
+        report(rows, progress, rep, small_number, small_repeat)
+        return 0
     if args.tensorstore or args.only_tensorstore:
         import tensorstore_compare  # benchmarks/tensorstore_compare.py
 
@@ -192,6 +208,12 @@ def main(argv=None):
     add("t.__dlpack__(max_version=(1,0))  vs ndarray", o, p, "<= 1.0")
     o, p = batch_pair(lambda: np.from_dlpack(t), lambda: np.from_dlpack(a), small_number, small_repeat)
     add("np.from_dlpack(t)  vs np.from_dlpack(ndarray)", o, p, "<= 1.1")
+
+    # ---------------------------------------------------------- data in/out
+    data_rows(add, rep)
+    if args.only == "data":
+        report(rows, [], rep, small_number, small_repeat)
+        return 0
 
     # ---------------------------------------------------------- CPU -> CPU
     contiguous = sw.Layout(sw.Shape(n), sw.Stride(1))
@@ -311,6 +333,28 @@ def main(argv=None):
     return 0
 
 
+def data_rows(add, rep):
+    """strideweave.tensor and Tensor.tolist against their usual baselines."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    count = 1_000_000
+    number, repeat = 5, max(rep, 5)
+    for np_dtype in (np.float32, np.float64):
+        a = np.random.default_rng(0).random(count).astype(np_dtype)
+        if torch is not None:
+            o, p = batch_pair(lambda: sw.tensor(a), lambda: torch.tensor(a), number, repeat)
+            add(f"strideweave.tensor(a)  vs torch.tensor(a) 1e6 {np.dtype(np_dtype).name}", o, p, "<= 1.0")
+        else:
+            o, p = batch_pair(lambda: sw.tensor(a), lambda: np.array(a), number, repeat)
+            add(f"strideweave.tensor(a)  vs np.array(a) 1e6 {np.dtype(np_dtype).name} (no torch)", o, p)
+    a = np.random.default_rng(0).random(count).astype(np.float32)
+    t = sw.tensor(a)
+    o, p = batch_pair(lambda: t.tolist(), lambda: a.tolist(), 1, repeat)
+    add("t.tolist()  vs ndarray.tolist() 1e6 float32", o, p, "<= 1.0")
+
+
 def report(rows, progress, rep, small_number, small_repeat):
     print(f"StrideWeave compare.py  {datetime.datetime.now().isoformat(timespec='seconds')}")
     print(f"machine: {platform.machine()} {cpu_model()} ({os.cpu_count()} CPUs), {platform.system()} "
@@ -319,9 +363,11 @@ def report(rows, progress, rep, small_number, small_repeat):
           f" ({os.environ.get('STRIDEWEAVE_BUILD') or 'installed'}), samples: {rep} large,"
           f" {small_repeat}x{small_number} small")
     w = max(len(r[0]) for r in rows) + 2
-    print(f"{'case':{w}s} {'strideweave':>12s} {'numpy':>12s} {'ratio':>16s}  target")
+    print(f"{'case':{w}s} {'strideweave':>12s} {'baseline':>12s} {'ratio':>16s}  target")
     for case, o, p, r, tg in rows:
         print(f"{case:{w}s} {o:>12s} {p:>12s} {r:>16s}  {tg}")
+    if not progress:
+        return 0
     print()
     print(f"{'thread progress (iterations/s of a 2nd Python thread)':{w}s} {'busy':>12s} {'idle':>12s} "
           f"{'busy/idle':>16s}")

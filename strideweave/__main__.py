@@ -1,41 +1,93 @@
-"""``python -m strideweave``: the demo.
+"""``python -m strideweave``: the demo, in about twenty lines of output.
 
-Builds a hierarchical-layout tensor on CPU storage, hands it to NumPy
-without a copy through DLPack, then moves it through a file-backed carrier
-and back, printing what happened at each step.
+1. builds a tensor from NumPy data (``strideweave.tensor``, one native copy);
+2. hands it to NumPy, PyTorch and JAX without copying (pointer equality;
+   PyTorch and JAX are optional and skipped with a note when missing);
+3. moves it out of core into a file (``FileBacked``) and back, both moves
+   asynchronous while the host keeps computing;
+4. runs a backward pass through both moves;
+5. prints the profile and writes a Chrome/Perfetto trace file.
 """
+import os
 import sys
+import tempfile
+import time
 
 import strideweave as sw
 
 
-def main() -> int:
-    layout = sw.Layout(sw.Shape([2, [3, 4]]), sw.Stride([1, [2, 6]]))
-    cpu = sw.CPU(layout.cosize, dtype=sw.DType.Float32)
-    t = sw.Tensor(cpu, 0, layout)
-    for i in range(layout.size):
-        t[i] = float(i) * 0.5
-    print(f"tensor: {layout!r} on CPU, {t.size()} values, storage at {hex(cpu.pointer())}")
+def _zero_copy_lines(x):
+    """One line per consumer: does its array alias x's storage?"""
+    ptr = x.carrier.pointer()
+    import numpy as np
 
+    yield f"NumPy  np.from_dlpack(x):    same memory={np.from_dlpack(x).ctypes.data == ptr}"
+    try:
+        import torch
+    except ImportError:
+        yield "PyTorch: not installed, skipped (pip install torch)"
+    except Exception as e:  # installed but broken: the demo goes on
+        yield f"PyTorch: import failed ({type(e).__name__}), skipped"
+    else:
+        yield f"PyTorch torch.from_dlpack(x): same memory={torch.from_dlpack(x).data_ptr() == ptr}"
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        yield "JAX: not installed, skipped (pip install jax)"
+    except Exception as e:
+        yield f"JAX: import failed ({type(e).__name__}), skipped"
+    else:
+        yield f"JAX    jnp.from_dlpack(x):   same memory={jnp.from_dlpack(x).unsafe_buffer_pointer() == ptr}"
+
+
+def _busy(seconds):
+    """Host work that runs while a move is in flight (Python arithmetic)."""
+    end, n = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def main() -> int:
     try:
         import numpy as np
     except ImportError:
-        print("numpy is not installed: skipping the NumPy export (pip install numpy)")
-    else:
-        arr = np.from_dlpack(t)
-        print(f"numpy view: shape {arr.shape}, strides {arr.strides}, "
-              f"zero-copy={arr.ctypes.data == cpu.pointer()}")
-        print(f"  t[(1, 11)] = {t[(1, 11)]}  arr[1, 2, 3] = {arr[1, 2, 3]}")
-        del arr
+        print("the demo needs NumPy: pip install numpy")
+        return 1
+    a = (np.arange(4 * 250_000, dtype=np.float64).reshape(4, 250_000) % 7) - 3.0
+    print(f"data: NumPy {a.dtype} array of shape {a.shape}")
 
-    fb = sw.FileBacked(dtype=sw.DType.Float32)
-    on_disk = sw.move(t, fb)
-    print(f"moved to FileBacked {fb.path.name}: {fb.size()} slots, source released={cpu.is_released()}")
-    dest = sw.CPU(layout.cosize, dtype=sw.DType.Float32)
-    back = sw.move(on_disk, dest)
-    same = all(back[i] == float(i) * 0.5 for i in range(layout.size))
-    print(f"moved back to CPU: values identical={same}, file released={fb.is_released()}")
-    return 0 if same else 1
+    with sw.profile() as prof:
+        x = sw.tensor(a)  # float64 -> Float32, one native copy
+        print(f"x = sw.tensor(a): {x.layout!r}, {x.dtype()!r}, equal to a: {np.array_equal(np.asarray(x), a)}")
+        for line in _zero_copy_lines(x):
+            print("  " + line)
+        # (the views above are gone: a move releases the storage they alias)
+
+        pending = sw.move_async(x, sw.FileBacked(dtype=sw.DType.Float32))
+        work = _busy(0.02)
+        on_disk = pending.wait()
+        print(f"out of core: move_async to {on_disk.carrier.path} "
+              f"({os.path.getsize(on_disk.carrier.path)} bytes); {work} loop steps ran meanwhile; "
+              f"x's CPU storage released: {x.carrier.is_released()}")
+        pending = sw.move_async(on_disk, sw.CPU(x.layout.cosize))
+        work = _busy(0.02)
+        back = pending.wait()
+        print(f"back in core: values intact: {np.array_equal(np.asarray(back), a)}; "
+              f"{work} loop steps ran meanwhile")
+
+        loss = sw.reduce_sum(sw.relu(back * 2.0))
+        loss.backward()  # through CPU <- FileBacked <- CPU
+        g = np.asarray(x.grad)
+        print(f"loss = sum(relu(2*x)) = {loss.item():.0f}; backward through both moves: "
+              f"x.grad is {x.grad.carrier.__class__.__name__}, {sorted(set(g.ravel().tolist()))} "
+              f"(2 where x > 0, else 0)")
+
+    print(prof.table())
+    trace = os.path.join(tempfile.gettempdir(), f"strideweave-demo-trace-{os.getpid()}.json")
+    prof.to_chrome_trace(trace)
+    print(f"trace written: {trace} (open it in https://ui.perfetto.dev)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterable, Literal, Optional, Union
 
 from ._core import _ProfileSession
 
@@ -26,7 +26,7 @@ class ProfilerEvent:
     name: str
     carrier_type: Optional[type]
     implementation_type: Optional[type]
-    input_shapes: Optional[tuple]
+    input_shapes: Optional[tuple[Any, ...]]
     start_time_ns: int
     duration_ns: int
     self_time_ns: int
@@ -61,7 +61,7 @@ class profile:
     shapes of operation events.
     """
 
-    def __init__(self, *, carriers=None, record_shapes: bool = False):
+    def __init__(self, *, carriers: Union[type, Iterable[type], None] = None, record_shapes: bool = False) -> None:
         self._session = _ProfileSession(carriers=carriers, record_shapes=bool(record_shapes))
         self._entered = False
 
@@ -70,7 +70,7 @@ class profile:
         self._entered = True
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self._session._exit()
         return False
 
@@ -105,7 +105,7 @@ class profile:
         ]
 
     def key_averages(self) -> list[ProfilerAverage]:
-        groups: dict[tuple, list[ProfilerEvent]] = {}
+        groups: dict[tuple[Any, ...], list[ProfilerEvent]] = {}
         for e in self.events():
             groups.setdefault((e.name, e.carrier_type, e.implementation_type), []).append(e)
         out = [
@@ -131,7 +131,7 @@ class profile:
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
-    def to_chrome_trace(self, path) -> None:
+    def to_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Write the events as Chrome trace-event JSON (opens in Perfetto).
 
         Operations and ``move.submit`` are complete ("X") slices on their
@@ -150,7 +150,7 @@ class profile:
         for e in sorted(events, key=lambda e: e.start_time_ns):
             tids.setdefault(e.thread_id, len(tids) + 1)
         # Metadata carries ts 0 as Chrome writes it (some importers need a ts).
-        trace: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "ts": 0,
+        trace: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "ts": 0,
                               "args": {"name": "strideweave"}}]
         for ident, tid in tids.items():
             trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "ts": 0,

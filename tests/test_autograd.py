@@ -13,7 +13,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Operation, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-from _tensor_support import SENTINEL, f32, make, vals  # noqa: E402
+from conftest import f32, tensor as make, values as vals  # noqa: E402
 
 
 def canonical(*extents):

@@ -1,6 +1,8 @@
 """The AwaitResult family: every framework-created handle kind is importable
 where the spec says, shares the read-only base, and cannot be constructed or
 awaited by users."""
+import inspect
+
 import pytest
 
 import strideweave as sw
@@ -17,7 +19,10 @@ def test_await_names_are_importable_from_both_paths():
 @pytest.mark.parametrize("cls", [sw.AwaitMove, AwaitProjection, AwaitResidency])
 def test_handle_kinds_share_the_read_only_base(cls):
     assert issubclass(cls, sw.AwaitResult)
-    assert isinstance(cls.__dict__.get("done", sw.AwaitResult.__dict__["done"]), property) or hasattr(cls, "done")
+    # done is the base's read-only getset, inherited rather than redefined.
+    done = inspect.getattr_static(cls, "done")
+    assert done is sw.AwaitResult.__dict__["done"]
+    assert inspect.isgetsetdescriptor(done)
     assert not hasattr(cls, "__await__")
     assert not hasattr(cls, "await")
 
@@ -26,3 +31,13 @@ def test_handle_kinds_share_the_read_only_base(cls):
 def test_handles_are_not_user_constructible(cls):
     with pytest.raises(TypeError):
         cls()
+
+
+def test_done_rejects_writes():
+    c = sw.CPU(1)
+    c[0] = 1.0
+    handle = sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape(1))), sw.CPU(1))
+    handle.wait(10)
+    with pytest.raises(AttributeError):
+        handle.done = False
+    assert handle.done is True

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import strideweave as sw
-from _move_support import F32, WAIT, Gate, SrcCPU, canonical, held_operation, layout, values
+from conftest import F32, WAIT, Gate, SrcCPU, canonical, held_operation, layout, values
 
 np = pytest.importorskip("numpy")
 

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import strideweave as sw
-from _move_support import F32, WAIT, canonical, cpu_tensor, values
+from conftest import F32, WAIT, ListCarrier, canonical, cpu_tensor, values
 from test_extension import RouteLog, define, fresh, list_storage, route, tensor_of
 
 
@@ -110,28 +110,15 @@ def test_scoped_registration_names_the_destination_parameter():
 
 # ------------------------------------------------------------ one terminal boundary
 
-class ObservedRelease(sw.Carrier):
+class ObservedRelease(ListCarrier):
     """A Python source carrier whose release hook records what the move has
     published at the moment the source is released."""
 
     def __init__(self, vals, fail=None):
-        super().__init__()
-        self.vals = list(vals)
+        super().__init__(vals, F32, cast=float)
         self.fail = fail
         self.seen = None
         self.watch = None  # (handle box, destination) set by the test
-
-    def size(self):
-        return len(self.vals)
-
-    def dtype(self):
-        return F32
-
-    def get_value(self, i):
-        return self.vals[i]
-
-    def set_value(self, i, v):
-        self.vals[i] = float(v)
 
     def _release(self):
         box, dest = self.watch

@@ -25,6 +25,7 @@ from _dlpack_support import (
     kDLInt,
     layout,
 )
+from conftest import ConstCarrier
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 
@@ -302,28 +303,8 @@ def test_reject_an_unsupported_dtype(make):
     assert t.__dlpack_device__() == (kDLCPU, 0)
 
 
-class NoDLPackBoolCarrier(sw.Carrier):
-    """Does not override dlpack_info: the base hook refuses."""
-
-    def __init__(self, n):
-        super().__init__()
-        self._n = n
-
-    def size(self):
-        return self._n
-
-    def dtype(self):
-        return sw.DType.Bool
-
-    def get_value(self, i):
-        return False
-
-    def set_value(self, i, v):
-        pass
-
-
 def test_carrier_failure_wins_over_dtype_failure():
-    t = sw.Tensor(NoDLPackBoolCarrier(2), 0, sw.Layout.canonical(sw.Shape(2)))
+    t = sw.Tensor(ConstCarrier(2, sw.DType.Bool, False), 0, sw.Layout.canonical(sw.Shape(2)))
     with pytest.raises(BufferError, match="DLPack is not supported") as e:
         t.__dlpack__()
     assert "Float32" not in str(e.value)
@@ -384,7 +365,7 @@ def _evictable(evicted):
 
 
 @pytest.mark.parametrize("name,make,needs", [
-    ("base", lambda: NoDLPackBoolCarrier(4), ()),
+    ("base", lambda: ConstCarrier(4, sw.DType.Bool, False), ()),
     ("Generic", _generic, ("Generic",)),
     ("FileBacked", _file_backed, ("FileBacked", "move")),
     ("Evictable-promoted", _evictable(False), ("Evictable", "FileBacked")),

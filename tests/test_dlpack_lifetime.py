@@ -4,8 +4,6 @@ version tracking nor gradient tracking")."""
 import ctypes
 import ctypes.util
 import gc
-import os
-import subprocess
 import sys
 import textwrap
 import threading
@@ -15,6 +13,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+from conftest import TESTS_DIR, run_python, values
 from _dlpack_support import (
     DELETER_GIL,
     DELETER_NOGIL,
@@ -25,16 +24,10 @@ from _dlpack_support import (
     layout,
 )
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
 
 def ones_like(t):
     n = t.size()
     return sw.Tensor(cpu_carrier([1.0] * n), 0, sw.Layout.canonical(t.layout.shape))
-
-
-def values(t):
-    return [t[i] for i in range(t.size())]
 
 
 # ------------------------------------------------------ keeping alive
@@ -287,11 +280,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("flags", [[], ["-X", "dev"]], ids=["plain", "dev-mode"])
 def test_process_exits_cleanly_with_capsules_alive(flags):
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([TESTS_DIR, pkg_root, env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, *flags, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = run_python(EXIT_SCRIPT, flags=flags, pythonpath=[TESTS_DIR], timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "exiting"
     assert "Error" not in r.stderr and "Fatal" not in r.stderr, r.stderr

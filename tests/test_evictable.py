@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _move_support import F32, I32, WAIT, DstCPU, Gate, SrcCPU, canonical, held_operation, slots, values
+from conftest import F32, I32, WAIT, DstCPU, Gate, SrcCPU, canonical, held_operation, slots, values
 
 
 def cpu(vals, dtype=F32, cls=sw.CPU):

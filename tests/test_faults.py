@@ -13,15 +13,12 @@ records the failure on the handle.
 import errno
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 import strideweave as sw
-from _move_support import F32, WAIT, Gate, SrcCPU, canonical, held_operation, slots, values
+from conftest import F32, WAIT, Gate, SrcCPU, canonical, held_operation, run_python, slots, values
 
 np = pytest.importorskip("numpy")
 
@@ -44,19 +41,8 @@ def assert_unowned(*carriers):
         assert not c.is_owned(), f"{type(c).__name__} still owned after the failed move"
 
 
-def import_root():
-    # The directory strideweave was imported from (the source tree with
-    # STRIDEWEAVE_BUILD, or site-packages for an installed wheel).
-    return os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-
-
 def run_child(code, tmp_path, timeout=120):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([import_root()] + [p for p in [env.get("PYTHONPATH")] if p])
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = run_python(code, cwd=tmp_path, timeout=timeout)
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

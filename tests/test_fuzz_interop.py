@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import strideweave as sw
 from _dlpack_support import READ_ONLY, InfoCarrier, inspect
+from conftest import ListCarrier
 
 np = pytest.importorskip("numpy")
 
@@ -144,26 +145,6 @@ def expected_dlpack_error(kind, dtype, max_version, dl_device, copy):
     return ordered, floating
 
 
-class NoDLPack(sw.Carrier):
-    """A Python carrier that keeps the base dlpack_info hook (refuses)."""
-
-    def __init__(self, vals, dtype):
-        super().__init__()
-        self._vals, self._dtype = list(vals), dtype
-
-    def size(self):
-        return len(self._vals)
-
-    def dtype(self):
-        return self._dtype
-
-    def get_value(self, i):
-        return self._vals[i]
-
-    def set_value(self, i, v):
-        self._vals[i] = v
-
-
 def make_export_tensor(kind, dtype, lay, offset, extra):
     n = offset + lay.cosize + extra
     vals = [value_for(dtype, k) for k in range(n)]
@@ -177,7 +158,7 @@ def make_export_tensor(kind, dtype, lay, offset, extra):
         c = sw.move(sw.Tensor(cpu_carrier_with(vals, dtype), 0, sw.Layout.canonical(sw.Shape(n))),
                     sw.FileBacked(dtype=dtype)).carrier
     else:
-        c = NoDLPack(vals, dtype)
+        c = ListCarrier(vals, dtype)  # keeps the refusing base dlpack_info hook
     t = sw.Tensor(c, offset, lay)
     token = None
     if kind == "cpu-owned":

@@ -167,7 +167,7 @@ def test_ownership_tokens_are_not_a_counter():
 
 
 def test_guessed_token_cannot_relinquish_a_pending_move():
-    from _move_support import Gate, held_operation, SrcCPU
+    from conftest import Gate, held_operation, SrcCPU
     gate = Gate()
     Held = held_operation(gate)
     src = SrcCPU(2, dtype=F32)
@@ -334,7 +334,7 @@ def test_write_whose_conversion_claims_the_carrier_is_refused():
 # ------------------------------------------------------------ item 12
 
 def test_wait_on_failed_handle_keeps_the_original_traceback():
-    from _move_support import SrcCPU
+    from conftest import SrcCPU
 
     class Failing(sw.ElementwiseMoveOperation):
         def _copy(self, tensor, destination, output, element_count):

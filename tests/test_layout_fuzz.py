@@ -218,7 +218,8 @@ def test_index_matches_reference(layout_trees, data):
                 layout.index(key)
             except expected_exc as got:
                 if expected_exc is ValueError:
-                    assert str(got) == NOT_IN_DOMAIN
+                    # API.md section 11: the message names the key and the shape.
+                    assert str(got) == f"{NOT_IN_DOMAIN}: key {key!r} is outside {Shape(shape)!r}"
                 continue
             raise AssertionError(f"{key!r} should raise {expected_exc.__name__}")
         assert layout.index(key) == expected

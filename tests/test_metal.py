@@ -1,13 +1,14 @@
 """Metal: the class, its three registered exact-pair bulk operations and its
 DLPack refusal on every platform (API.md 3.2), and the spec's Metal
-requirements checked against the private fake runtime
-(strideweave._core._metal_install_fake_runtime), which defers every device
+requirements checked against the fake runtime of the test-only extension
+strideweave._testing (install_fake_metal_runtime), which defers every device
 copy until synchronize(), logs each call and can fail or hold any step."""
 import pytest
 
 import strideweave as sw
+from strideweave import _testing
 from strideweave.carriers import move as move_mod
-from _move_support import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
+from conftest import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
 
 _core = sw._core
 OPS = {
@@ -19,12 +20,12 @@ OPS = {
 
 @pytest.fixture
 def fake():
-    ctl = _core._metal_install_fake_runtime()
+    ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl
     finally:
         ctl.hold_synchronize(False)
-        _core._metal_remove_runtime()
+        _testing.remove_metal_runtime()
 
 
 class SubMetal(sw.Metal):

@@ -4,7 +4,7 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.move as cm
-from _move_support import (F32, I32, WAIT, DstCPU, SrcCPU, canonical, cpu_tensor, layout, slots,
+from conftest import (F32, I32, WAIT, DstCPU, ReleasingListCarrier, SrcCPU, canonical, cpu_tensor, layout, slots,
                            values)
 
 
@@ -485,40 +485,15 @@ def test_builtin_copy_is_callable_from_a_subclass_hook():
     assert Logged.log == [2] and values(out) == [1.0, 2.0]
 
 
-class HookCarrier(sw.Carrier):
-    """A pure Python carrier: moves reach it only through its hooks."""
-
-    def __init__(self, vals):
-        super().__init__()
-        self.vals = list(vals)
-        self.released = 0
-
-    def size(self):
-        return len(self.vals)
-
-    def dtype(self):
-        return F32
-
-    def get_value(self, i):
-        return self.vals[i]
-
-    def set_value(self, i, v):
-        self.vals[i] = float(v)
-
-    def _release(self):
-        self.released += 1
-        self.vals = []
-
-
 def test_python_carriers_move_through_their_hooks():
-    dest = HookCarrier([0.0] * 3)
+    dest = ReleasingListCarrier([0.0] * 3, cast=float)
     out = sw.move(cpu_tensor([1.0, 2.0, 3.0]), dest)
     assert dest.vals == [1.0, 2.0, 3.0] and values(out) == [1.0, 2.0, 3.0]
     assert dest.version == 0
-    src = HookCarrier([4.0, 5.0])
+    src = ReleasingListCarrier([4.0, 5.0], cast=float)
     back = sw.move(sw.Tensor(src, 0, canonical([2])), sw.CPU(2))
     assert values(back) == [4.0, 5.0]
     assert src.is_released() and src.released == 1
     # An empty Python carrier cannot allocate.
     with pytest.raises(ValueError, match="too small"):
-        sw.move(cpu_tensor([1.0]), HookCarrier([]))
+        sw.move(cpu_tensor([1.0]), ReleasingListCarrier([], cast=float))

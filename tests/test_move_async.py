@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 import strideweave as sw
-from _move_support import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation, values
+from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation, run_python, values
 
 
 def src_tensor(vals=(1.0, 2.0, 3.0)):
@@ -318,9 +318,6 @@ def test_grad_mode_is_thread_local_in_hooks(held):
 def test_pending_move_completes_at_interpreter_exit(tmp_path):
     """A handle dropped just before exit is neither cancelled nor left
     half-done: exit waits for the terminal commit."""
-    import os
-    import subprocess
-    import sys
     import textwrap
 
     marker = tmp_path / "done.txt"
@@ -345,8 +342,7 @@ def test_pending_move_completes_at_interpreter_exit(tmp_path):
         sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1))
         threading.Timer(0.2, gate.set).start()
     """)
-    env = dict(os.environ)
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    r = run_python(script, timeout=60)
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "7.0"
 

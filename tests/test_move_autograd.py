@@ -3,7 +3,7 @@ across the carrier boundary"; API.md 8)."""
 import pytest
 
 import strideweave as sw
-from _move_support import F32, I32, WAIT, canonical, cpu_tensor, layout, values
+from conftest import F32, I32, WAIT, canonical, cpu_tensor, layout, values
 
 
 def file_tensor(vals, lay=None):

@@ -5,7 +5,7 @@ that no_grad() moves without one."""
 import pytest
 
 import strideweave as sw
-from _move_support import F32, I32, cpu_tensor, slots, values
+from conftest import F32, I32, cpu_tensor, slots, values
 from test_extension import family, tensor_of
 
 # ------------------------------------------------------------ dtype mismatch

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import strideweave as sw
-from _move_support import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
+from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
 
 
 def move_events(p):

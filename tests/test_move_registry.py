@@ -5,7 +5,7 @@ import pytest
 import strideweave as sw
 from strideweave.carriers.move import (dispatch_move, register_move_operation,
                                        registered_move_operation, unregister_move_operation)
-from _move_support import DstCPU, SrcCPU, canonical, cpu_tensor, values
+from conftest import DstCPU, SrcCPU, canonical, cpu_tensor, values
 
 
 class OpA(sw.MoveOperation):

@@ -11,7 +11,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-from _tensor_support import SENTINEL, f32, make, vals  # noqa: E402
+from conftest import ConstCarrier, f32, tensor as make, values as vals  # noqa: E402
 
 
 GAPPED = Layout(Shape([2, [3, 2]]), Stride([1, [4, 13]]))          # 12 values, cosize 23
@@ -285,24 +285,8 @@ def test_mixed_carrier_classes_and_dtypes_rejected():
         sw.mul(g, gf)
 
 
-class Slots(sw.Carrier):
-    """A minimal Python carrier: neither CPU nor Generic."""
-
-    def __init__(self):
-        super().__init__()
-
-    def size(self):
-        return 2
-
-    def dtype(self):
-        return DType.Float32
-
-    def get_value(self, i):
-        return 1.0
-
-
 def test_unsupported_carrier_class_rejected():
-    t = Tensor(Slots(), 0, Layout.canonical(Shape([2])))
+    t = Tensor(ConstCarrier(2, DType.Float32, 1.0), 0, Layout.canonical(Shape([2])))  # neither CPU nor Generic
     with pytest.raises(TypeError, match="CPU and Generic"):
         sw.relu(t)
     with pytest.raises(TypeError, match="CPU and Generic"):

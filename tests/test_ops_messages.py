@@ -10,7 +10,7 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, DType, Layout, Operation, Shape, Stride, Tensor
 
-from _tensor_support import make
+from conftest import tensor as make
 
 
 def test_host_kernel_overflow_names_the_operation():

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import strideweave as sw
-from _move_support import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
+from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
 
 FIELDS = ["id", "parent_id", "name", "carrier_type", "implementation_type", "input_shapes",
           "start_time_ns", "duration_ns", "self_time_ns", "thread_id", "succeeded"]

@@ -4,8 +4,6 @@ representation, dlpack). Crashes run in a subprocess."""
 import gc
 import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -15,7 +13,8 @@ import strideweave as sw
 from strideweave import CPU, DType, FileBacked, Generic, Layout, Shape, Stride, Tensor, CompoundDType
 from strideweave.core import Subtensor, TensorRepresentation
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from conftest import run_python
+
 # The folder holding the strideweave package this process imported (the source
 # tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel): snippets
 # run there so they import the same package.
@@ -23,11 +22,8 @@ PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent
 
 
 def run_snippet(code):
-    env = dict(os.environ)
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = str(ROOT / env["STRIDEWEAVE_BUILD"])
-    return subprocess.run([sys.executable, "-X", "dev", "-c", textwrap.dedent(code)], cwd=PACKAGE_PARENT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    # -X dev, from the package's folder: the snippet imports the same package.
+    return run_python(code, flags=["-X", "dev"], cwd=PACKAGE_PARENT)
 
 
 def assert_runs(code):

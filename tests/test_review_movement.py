@@ -2,25 +2,11 @@
 await, operation, autograd and profiler bindings. Crashes run in a
 subprocess (python -X dev) with a timeout; threads synchronise on events,
 every wait bounded."""
-import os
-import subprocess
-import sys
-import textwrap
-
-import strideweave
-
-# The folder holding the strideweave package this process imported (the source
-# tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel).
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(strideweave.__file__)))
+from conftest import run_python as shared_run_python
 
 
 def run_python(code, timeout=60):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    return subprocess.run([sys.executable, "-X", "dev", "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return shared_run_python(code, flags=["-X", "dev"], timeout=timeout)
 
 
 def test_move_node_dealloc_survives_collector_run_by_a_field_finalizer():
@@ -100,12 +86,14 @@ WAIT = 10.0
 
 @pytest.fixture
 def fake():
-    ctl = sw._core._metal_install_fake_runtime()
+    from strideweave import _testing
+
+    ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl
     finally:
         ctl.hold_synchronize(False)
-        sw._core._metal_remove_runtime()
+        _testing.remove_metal_runtime()
 
 
 class ReviewMetal(sw.Metal):

@@ -3,7 +3,6 @@ destination validation, the visible gather / scatter autograd nodes."""
 import pytest
 
 import strideweave as sw
-from strideweave.carriers import _tiled_handles
 from strideweave.carriers.tiled_evictable import (AwaitProjection, TiledEvictable, TileSelection, TileSet,
                                                    TileState)
 from strideweave.carriers._tiled_geometry import canonical_layout
@@ -158,9 +157,6 @@ def test_a_pending_projection_is_not_a_tensor_operand():
     h.wait()
 
 
-@pytest.mark.xfail(not _tiled_handles.NATIVE_HANDLES, strict=True,
-                   reason="needs the native hooks _core._await_new/_await_complete/_await_fail "
-                          "(AwaitProjection cannot be created from Python yet)")
 def test_project_returns_the_native_await_projection():
     te, w = experts()
     assert isinstance(te.project(w, TileSelection([[0], [0], [0]])), AwaitProjection)

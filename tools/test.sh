@@ -13,7 +13,7 @@ fi
 
 echo "== installing Python test dependencies"
 python -m pip install -q --disable-pip-version-check \
-  "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis torch==2.13.0 jax tensorstore zarr "moto[server]"
+  "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis "mypy>=2.4" torch==2.13.0 jax tensorstore zarr "moto[server]"
 
 echo "== building and installing strideweave"
 python -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps .
@@ -35,4 +35,7 @@ repo=$(pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 (cd "$scratch" && python -P -m strideweave >/dev/null) || { echo "the demo (python -m strideweave) failed"; exit 1; }
+echo "== stubtest (installed wheel against strideweave/_core.pyi and the submodules)"
+(cd "$scratch" && python -P -m mypy.stubtest strideweave \
+  --mypy-config-file "$repo/tools/stubtest/mypy.ini" --allowlist "$repo/tools/stubtest/allowlist.txt")
 (cd "$scratch" && python -P -m pytest "$repo/tests" -q -p no:cacheprovider "$@")

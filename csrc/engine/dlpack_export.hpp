@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "dlpack.h"
+#include <dlpack/dlpack.h>
 #include "dtype.hpp"
 #include "layout.hpp"
 

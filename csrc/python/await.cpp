@@ -4,9 +4,30 @@
 // result object, or raises the same exception object, on every call.
 #include <chrono>
 
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "await_object.hpp"
+#include "move/move.hpp"
+#include "module.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
+#include "util/scopes.hpp"
+#include "clock.hpp"
+#include "executor.hpp"
 
 namespace swpy {
+
+// The terminal outcome is written once, with the GIL held, before the
+// completion is set, so a waiter that sees it set reads a stable result/error.
+struct AwaitObject {
+  PyObject_HEAD
+  PyObject* weakreflist;
+  sw::Completion* completion;  // owned
+  PyObject* result;            // terminal value on success
+  PyObject* error;             // terminal exception instance on failure
+  PyObject* error_tb;          // error's traceback when recorded (or NULL)
+};
 
 namespace {
 
@@ -192,6 +213,8 @@ int await_fail(PyObject* handle) {
 
 bool await_done(PyObject* handle) { return as_await(handle)->completion->done(); }
 
+int await_hooks_init(PyObject* module);  // private completion hooks, end of file
+
 int await_module_init(PyObject* module) {
   // Neither type has tp_new: handles are created by the framework only, so
   // calling the class raises TypeError. No tp_as_async: no __await__.
@@ -213,11 +236,12 @@ int await_module_init(PyObject* module) {
     const char* doc;
   };
   const Kind kinds[] = {
-      {&AwaitMove_Type, "AwaitMove", "Handle of one move_async: wait() returns the moved Tensor."},
+      {&AwaitMove_Type, "AwaitMove",
+       "Handle of one move_async (or TiledEvictable.scatter()): wait() returns the moved (scattered) Tensor."},
       {&AwaitProjection_Type, "AwaitProjection",
-       "Handle of a tiled projection: wait() returns one compact ordinary Tensor (TiledEvictable is later work)."},
+       "Handle of TiledEvictable.project(): wait() returns one compact ordinary Tensor."},
       {&AwaitResidency_Type, "AwaitResidency",
-       "Handle of a residency change: wait() returns None (TiledEvictable is later work)."},
+       "Handle of TiledEvictable.promote_async()/evict_async(): wait() returns None."},
   };
   for (const Kind& k : kinds) {
     k.type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
@@ -229,7 +253,85 @@ int await_module_init(PyObject* module) {
     k.type->tp_weaklistoffset = offsetof(AwaitObject, weakreflist);
     if (add_type(module, k.type, k.name) < 0) return -1;
   }
-  return 0;
+  return await_hooks_init(module);
 }
+
+// ---------------------------------------------------------------------------
+// Private hooks (_core._await_new / _await_complete / _await_fail) through
+// which Python-written framework code (TiledEvictable) creates and finishes
+// the native handle kinds. They are not public API: users still cannot
+// construct a handle, and a handle reaches exactly one terminal outcome.
+namespace {
+
+PyObject* hook_await_new(PyObject*, PyObject* kind) {
+  if (!PyUnicode_Check(kind)) {
+    PyErr_Format(PyExc_TypeError, "_await_new() kind must be a str, not %s", type_name(kind));
+    return nullptr;
+  }
+  PyTypeObject* type = nullptr;
+  if (PyUnicode_CompareWithASCIIString(kind, "move") == 0)
+    type = &AwaitMove_Type;
+  else if (PyUnicode_CompareWithASCIIString(kind, "projection") == 0)
+    type = &AwaitProjection_Type;
+  else if (PyUnicode_CompareWithASCIIString(kind, "residency") == 0)
+    type = &AwaitResidency_Type;
+  if (!type) {
+    PyErr_Format(PyExc_ValueError, "_await_new() kind must be 'move', 'projection' or 'residency', not %R", kind);
+    return nullptr;
+  }
+  return await_new(type);
+}
+
+int check_handle(PyObject* handle, const char* fn) {
+  if (PyObject_TypeCheck(handle, &AwaitResult_Type)) return 0;
+  PyErr_Format(PyExc_TypeError, "%s() handle must be an AwaitResult, not %s", fn, type_name(handle));
+  return -1;
+}
+
+// True when this call recorded the outcome; False (handle unchanged) when the
+// handle was already terminal. Needs only the GIL, so any thread may call it.
+PyObject* hook_await_complete(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "_await_complete() takes exactly 2 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  if (check_handle(args[0], "_await_complete") < 0) return nullptr;
+  return PyBool_FromLong(await_complete(args[0], args[1]));
+}
+
+PyObject* hook_await_fail(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "_await_fail() takes exactly 2 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  if (check_handle(args[0], "_await_fail") < 0) return nullptr;
+  PyObject* exc = args[1];
+  if (!PyExceptionInstance_Check(exc)) {
+    PyErr_Format(PyExc_TypeError, "_await_fail() exc must be an exception instance, not %s", type_name(exc));
+    return nullptr;
+  }
+  if (await_done(args[0])) Py_RETURN_FALSE;
+  // await_fail records the pending exception: that is exc itself, so wait()
+  // raises this very object.
+  compat::restore_raised(Py_NewRef(exc));
+  return PyBool_FromLong(await_fail(args[0]));
+}
+
+PyMethodDef hook_methods[] = {
+    {"_await_new", hook_await_new, METH_O,
+     "_await_new(kind, /)\n--\n\nPrivate: a fresh pending AwaitMove ('move'), AwaitProjection ('projection') or "
+     "AwaitResidency ('residency')."},
+    {"_await_complete", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_await_complete)),
+     METH_FASTCALL,
+     "_await_complete(handle, value, /)\n--\n\nPrivate: record success; True when this call made the terminal "
+     "transition."},
+    {"_await_fail", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_await_fail)), METH_FASTCALL,
+     "_await_fail(handle, exc, /)\n--\n\nPrivate: record failure with the exception instance exc; True when this "
+     "call made the terminal transition."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+int await_hooks_init(PyObject* module) { return PyModule_AddFunctions(module, hook_methods); }
 
 }  // namespace swpy

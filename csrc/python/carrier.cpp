@@ -12,7 +12,15 @@
 #include <cmath>
 #include <cstring>
 
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "extension/extension_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 
@@ -138,7 +146,7 @@ PyObject* native_dlpack_info(PyObject* c) {
 int parse_dtype_arg(PyObject* dtype, PyObject** out) {
   if (!dtype || dtype == Py_None) { *out = nullptr; return 0; }
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "dtype must be a DType or None, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "dtype must be a DType or None, not %.100s", type_name(dtype));
     return -1;
   }
   *out = dtype;
@@ -149,7 +157,7 @@ int parse_dtype_arg(PyObject* dtype, PyObject** out) {
 PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook) {
   if (r && Py_TYPE(r) != Py_TYPE(c)) {
     PyErr_Format(PyExc_TypeError, "%s.%s() must return a %s, not %.100s", type_name(c), hook, type_name(c),
-                 Py_TYPE(r)->tp_name);
+                 type_name(r));
     Py_DECREF(r);
     return nullptr;
   }
@@ -158,7 +166,7 @@ PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook) {
 
 int parse_token(PyObject* arg, int64_t* out) {
   if (!PyLong_Check(arg)) {
-    PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s", Py_TYPE(arg)->tp_name);
+    PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s", type_name(arg));
     return -1;
   }
   long long v = PyLong_AsLongLong(arg);
@@ -173,7 +181,7 @@ int parse_token(PyObject* arg, int64_t* out) {
 
 int index_from_key(PyObject* key, Py_ssize_t* out) {
   if (!PyIndex_Check(key)) {
-    PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", Py_TYPE(key)->tp_name);
+    PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", type_name(key));
     return -1;
   }
   Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
@@ -214,13 +222,11 @@ PyObject* Carrier_repr(PyObject* self) {
   // A definition-backed carrier's size comes from a provider that may raise.
   Py_ssize_t n = o->vt->size(o);
   if (n < 0) return nullptr;
-  PyObject* d = native_dtype(self);
+  Ref d = Ref::steal(native_dtype(self));
   if (!d) return nullptr;
-  PyObject* r = PyUnicode_FromFormat("<%s size=%zd dtype=%R version=%llu%s>", type_name(self),
-                                     n, d, static_cast<unsigned long long>(o->version),
-                                     o->constructed_mutable ? "" : " immutable");
-  Py_DECREF(d);
-  return r;
+  return PyUnicode_FromFormat("<%s size=%zd dtype=%R version=%llu%s>", type_name(self), n, d.get(),
+                              static_cast<unsigned long long>(o->version),
+                              o->constructed_mutable ? "" : " immutable");
 }
 
 PyObject* Carrier_subscript(PyObject* self, PyObject* key) {
@@ -369,9 +375,6 @@ PyGetSetDef Carrier_getset[] = {
 
 PyMappingMethods Carrier_as_mapping = {nullptr, Carrier_subscript, Carrier_ass_subscript};
 
-// Value conversion helpers.
-const char* kind_name(PyObject* v) { return Py_TYPE(v)->tp_name; }
-
 }  // namespace
 
 PyTypeObject Carrier_Type = {
@@ -386,11 +389,9 @@ PyTypeObject Carrier_Type = {
 uint64_t current_thread_id() { return static_cast<uint64_t>(PyThread_get_thread_ident()); }
 
 bool carrier_overrides(PyObject* self, const char* name) {
-  PyObject* n = PyUnicode_InternFromString(name);
+  Ref n = Ref::steal(PyUnicode_InternFromString(name));
   if (!n) { PyErr_Clear(); return false; }
-  bool r = overrides(self, n);
-  Py_DECREF(n);
-  return r;
+  return overrides(self, n.get());
 }
 
 PyObject* carrier_alloc(PyTypeObject* type, const CarrierVTable* vt) {
@@ -416,15 +417,13 @@ void carrier_dealloc(PyObject* self) {
 
 Py_ssize_t carrier_size(PyObject* c) {
   if (!overrides(c, s_size)) return native_size(c);
-  PyObject* r = PyObject_CallMethodNoArgs(c, s_size);
+  Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_size));
   if (!r) return -1;
-  if (!PyLong_Check(r)) {
-    PyErr_Format(PyExc_TypeError, "%s.size() must return an int, not %.100s", type_name(c), Py_TYPE(r)->tp_name);
-    Py_DECREF(r);
+  if (!PyLong_Check(r.get())) {
+    PyErr_Format(PyExc_TypeError, "%s.size() must return an int, not %.100s", type_name(c), type_name(r.get()));
     return -1;
   }
-  Py_ssize_t n = PyLong_AsSsize_t(r);
-  Py_DECREF(r);
+  Py_ssize_t n = PyLong_AsSsize_t(r.get());
   if (n == -1 && PyErr_Occurred()) return -1;
   if (n < 0) {
     PyErr_Format(PyExc_ValueError, "%s.size() returned a negative size", type_name(c));
@@ -437,7 +436,7 @@ PyObject* carrier_dtype(PyObject* c) {
   if (!overrides(c, s_dtype)) return native_dtype(c);
   PyObject* r = PyObject_CallMethodNoArgs(c, s_dtype);
   if (r && !is_dtype(r)) {
-    PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s", type_name(c), Py_TYPE(r)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s", type_name(c), type_name(r));
     Py_CLEAR(r);
   }
   return r;
@@ -451,10 +450,9 @@ int carrier_is_mutable(PyObject* c) {
   if (as_carrier(c)->releasing) return 0;
   int constructed;
   if (overrides(c, s_is_mutable)) {
-    PyObject* r = PyObject_CallMethodNoArgs(c, s_is_mutable);
+    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_is_mutable));
     if (!r) return -1;
-    constructed = PyObject_IsTrue(r);
-    Py_DECREF(r);
+    constructed = PyObject_IsTrue(r.get());
     if (constructed < 0) return -1;
   } else {
     constructed = native_is_mutable(c);
@@ -468,11 +466,9 @@ int carrier_is_mutable(PyObject* c) {
 PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return nullptr;
   if (overrides(c, s_get_value)) {
-    PyObject* idx = PyLong_FromSsize_t(i);
+    Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return nullptr;
-    PyObject* r = PyObject_CallMethodOneArg(c, s_get_value, idx);
-    Py_DECREF(idx);
-    return r;
+    return PyObject_CallMethodOneArg(c, s_get_value, idx.get());
   }
   CarrierObject* o = as_carrier(c);
   if (!o->vt) return not_implemented<PyObject*>(c, "get_value", nullptr);
@@ -483,13 +479,10 @@ PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
 int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return -1;
   if (overrides(c, s_set_value)) {
-    PyObject* idx = PyLong_FromSsize_t(i);
+    Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return -1;
-    PyObject* r = PyObject_CallMethodObjArgs(c, s_set_value, idx, v, nullptr);
-    Py_DECREF(idx);
-    if (!r) return -1;
-    Py_DECREF(r);
-    return 0;
+    Ref r = Ref::steal(PyObject_CallMethodObjArgs(c, s_set_value, idx.get(), v, nullptr));
+    return r ? 0 : -1;
   }
   CarrierObject* o = as_carrier(c);
   if (!o->vt) return not_implemented<int>(c, "set_value", -1);
@@ -548,10 +541,9 @@ int carrier_release(PyObject* c) {
     // refuse writes, claims (so new moves) and DLPack-visible mutability,
     // so nothing starts using storage that is about to go.
     o->releasing = true;
-    PyObject* r = PyObject_CallMethodNoArgs(c, s_release);
+    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_release));
     o->releasing = false;
     if (!r) return -1;
-    Py_DECREF(r);
     if (o->released) return 0;  // the hook released re-entrantly
   }
   // Built-in storage is always relinquished, even by an override that did
@@ -568,15 +560,13 @@ PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObjec
   PyObject* d;
   if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
   if (!overrides(c, s_new_like)) return native_new_like(c, values, mutable_, d);
-  PyObject* method = PyObject_GetAttr(c, s_new_like);
+  Ref method = Ref::steal(PyObject_GetAttr(c, s_new_like));
   if (!method) return nullptr;
-  PyObject* args = PyTuple_Pack(1, values);
-  PyObject* kwargs = Py_BuildValue("{O:O,s:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None);
-  PyObject* r = (args && kwargs) ? PyObject_Call(method, args, kwargs) : nullptr;
-  Py_XDECREF(args);
-  Py_XDECREF(kwargs);
-  Py_DECREF(method);
-  return check_like_result(c, r, "new_like");
+  Ref args = Ref::steal(PyTuple_Pack(1, values));
+  Ref kwargs = Ref::steal(
+      Py_BuildValue("{O:O,s:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None));
+  if (!args || !kwargs) return nullptr;
+  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "new_like");
 }
 
 PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
@@ -587,16 +577,13 @@ PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObje
   PyObject* d;
   if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
   if (!overrides(c, s_allocate_like)) return native_allocate_like(c, n, mutable_, d, empty);
-  PyObject* method = PyObject_GetAttr(c, s_allocate_like);
+  Ref method = Ref::steal(PyObject_GetAttr(c, s_allocate_like));
   if (!method) return nullptr;
-  PyObject* args = Py_BuildValue("(n)", n);
-  PyObject* kwargs = Py_BuildValue("{O:O,s:O,O:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype",
-                                   d ? d : Py_None, s_empty, empty ? Py_True : Py_False);
-  PyObject* r = (args && kwargs) ? PyObject_Call(method, args, kwargs) : nullptr;
-  Py_XDECREF(args);
-  Py_XDECREF(kwargs);
-  Py_DECREF(method);
-  return check_like_result(c, r, "allocate_like");
+  Ref args = Ref::steal(Py_BuildValue("(n)", n));
+  Ref kwargs = Ref::steal(Py_BuildValue("{O:O,s:O,O:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype",
+                                        d ? d : Py_None, s_empty, empty ? Py_True : Py_False));
+  if (!args || !kwargs) return nullptr;
+  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "allocate_like");
 }
 
 int carrier_reserve(PyObject* c, Py_ssize_t n) {
@@ -656,114 +643,6 @@ int carrier_end_access(PyObject* c, int64_t token) {
                "token does not match the owner of this %s carrier, or no owner access is open on this thread",
                type_name(c));
   return -1;
-}
-
-// ------------------------------------------------------- value conversion
-
-int value_to_f64(PyObject* v, const char* dtype_name, double* out) {
-  double d;
-  if (PyFloat_Check(v)) {
-    d = PyFloat_AS_DOUBLE(v);
-  } else if (PyBool_Check(v)) {
-    // bool is an int subclass, but a Bool value in a numeric slot is almost
-    // always a mistake; Bool slots are strict the other way round too.
-    PyErr_Format(PyExc_TypeError, "%s slot expects an int or float, not bool", dtype_name);
-    return -1;
-  } else if (PyLong_Check(v) || PyIndex_Check(v)) {
-    PyObject* i = PyNumber_Index(v);
-    if (!i) return -1;
-    d = PyLong_AsDouble(i);
-    Py_DECREF(i);
-    if (d == -1.0 && PyErr_Occurred()) return -1;
-  } else if (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float) {
-    d = PyFloat_AsDouble(v);
-    if (d == -1.0 && PyErr_Occurred()) return -1;
-  } else {
-    PyErr_Format(PyExc_TypeError, "%s slot expects an int or float, not %.100s", dtype_name, kind_name(v));
-    return -1;
-  }
-  *out = d;
-  return 0;
-}
-
-int value_to_f32(PyObject* v, float* out) {
-  double d;
-  if (value_to_f64(v, "Float32", &d) < 0) return -1;
-  // IEEE round-to-nearest; beyond the binary32 range this gives +-inf.
-  *out = static_cast<float>(d);
-  return 0;
-}
-
-int value_to_i32(PyObject* v, int32_t* out) {
-  if (PyBool_Check(v) || !(PyLong_Check(v) || PyIndex_Check(v))) {
-    PyErr_Format(PyExc_TypeError, "Int32 slot expects an int, not %.100s", kind_name(v));
-    return -1;
-  }
-  PyObject* i = PyNumber_Index(v);
-  if (!i) return -1;
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
-  Py_DECREF(i);
-  if (x == -1 && PyErr_Occurred()) return -1;
-  if (overflow || x < INT32_MIN || x > INT32_MAX) {
-    PyErr_SetString(PyExc_OverflowError, "value out of range for Int32");
-    return -1;
-  }
-  *out = static_cast<int32_t>(x);
-  return 0;
-}
-
-int value_to_bool(PyObject* v, bool* out) {
-  if (!PyBool_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "Bool slot expects a bool, not %.100s", kind_name(v));
-    return -1;
-  }
-  *out = v == Py_True;
-  return 0;
-}
-
-PyObject* value_coerce(sw::DTypeCode code, PyObject* v) {
-  switch (code) {
-    case sw::DTypeCode::Any:
-      return Py_NewRef(v);
-    case sw::DTypeCode::Floating:
-    case sw::DTypeCode::Float64: {
-      double d;
-      if (value_to_f64(v, code == sw::DTypeCode::Floating ? "Floating" : "Float64", &d) < 0) return nullptr;
-      return PyFloat_FromDouble(d);
-    }
-    case sw::DTypeCode::Float32: {
-      float f;
-      if (value_to_f32(v, &f) < 0) return nullptr;
-      return PyFloat_FromDouble(f);
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      if (value_to_i32(v, &x) < 0) return nullptr;
-      return PyLong_FromLong(x);
-    }
-    case sw::DTypeCode::Bool: {
-      bool b;
-      if (value_to_bool(v, &b) < 0) return nullptr;
-      return PyBool_FromLong(b);
-    }
-    default:
-      PyErr_SetString(PyExc_ValueError, "dtype cannot hold slot values");
-      return nullptr;
-  }
-}
-
-PyObject* value_zero(sw::DTypeCode code) {
-  switch (code) {
-    case sw::DTypeCode::Floating:
-    case sw::DTypeCode::Float64:
-    case sw::DTypeCode::Float32:
-      return PyFloat_FromDouble(0.0);
-    case sw::DTypeCode::Bool:
-      Py_RETURN_FALSE;
-    default:
-      return PyLong_FromLong(0);
-  }
 }
 
 int carrier_module_init(PyObject* module) {

@@ -4,9 +4,21 @@
 #include <cstring>
 #include <new>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
+
+// Native host storage of a CPU carrier (for kernels and DLPack).
+struct CPUObject {
+  CarrierObject base;
+  sw::AlignedBuffer buffer;
+  Py_ssize_t size;
+  sw::DTypeCode dtype;
+};
 
 namespace {
 
@@ -20,7 +32,7 @@ bool supported(sw::DTypeCode c) {
 // dtype argument: a DType among the supported ones.
 int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "CPU dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "CPU dtype must be a DType, not %.100s", type_name(dtype));
     return -1;
   }
   if (!supported(dtype_code(dtype))) {
@@ -43,12 +55,7 @@ int cpu_storage(CPUObject* o, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, 
     PyErr_NoMemory();
     return -1;
   }
-  try {
-    o->buffer.allocate(static_cast<size_t>(n) * item, !empty);
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return -1;
-  }
+  if (engine_call([&] { o->buffer.allocate(static_cast<size_t>(n) * item, !empty); }) < 0) return -1;
   o->size = n;
   o->dtype = dtype;
   o->base.constructed_mutable = mutable_;
@@ -66,47 +73,33 @@ void* slot_base(CPUObject* o, Py_ssize_t i) {
 }
 
 int cpu_set_slot(CPUObject* o, Py_ssize_t i, PyObject* v) {
-  void* data;
-  switch (o->dtype) {
-    case sw::DTypeCode::Float32: {
-      float f;
-      if (value_to_f32(v, &f) < 0 || !(data = slot_base(o, i))) return -1;
-      static_cast<float*>(data)[i] = f;
-      return 0;
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      if (value_to_i32(v, &x) < 0 || !(data = slot_base(o, i))) return -1;
-      static_cast<int32_t*>(data)[i] = x;
-      return 0;
-    }
-    default: {
-      bool b;
-      if (value_to_bool(v, &b) < 0 || !(data = slot_base(o, i))) return -1;
-      static_cast<uint8_t*>(data)[i] = b ? 1 : 0;
-      return 0;
-    }
-  }
+  const sw::DTypeCode code = o->dtype;
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
+  unsigned char bytes[sw::codec::kMaxSlotBytes];
+  if (encode_slot(code, v, bytes) < 0) return -1;
+  auto* data = static_cast<unsigned char*>(slot_base(o, i));
+  if (!data) return -1;
+  // Constant sizes: the copies compile to plain stores.
+  if (item == 4)
+    std::memcpy(data + static_cast<size_t>(i) * 4, bytes, 4);
+  else
+    std::memcpy(data + static_cast<size_t>(i), bytes, 1);
+  return 0;
 }
 
 // A fresh instance of type (the receiver's exact class for new_like /
 // allocate_like) with n slots. Python __init__ of a subclass is not run.
 PyObject* cpu_make(PyTypeObject* type, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
-  PyObject* args = PyTuple_New(0);
+  Ref args = Ref::steal(PyTuple_New(0));
   if (!args) return nullptr;
-  PyObject* self = type->tp_new(type, args, nullptr);
-  Py_DECREF(args);
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
   if (!self) return nullptr;
-  if (!PyObject_TypeCheck(self, &CPU_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a CPU carrier", type->tp_name);
-    Py_DECREF(self);
+  if (!PyObject_TypeCheck(self.get(), &CPU_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a CPU carrier", type_name(type));
     return nullptr;
   }
-  if (cpu_storage(as_cpu(self), n, dtype, mutable_, empty) < 0) {
-    Py_DECREF(self);
-    return nullptr;
-  }
-  return self;
+  if (cpu_storage(as_cpu(self.get()), n, dtype, mutable_, empty) < 0) return nullptr;
+  return self.release();
 }
 
 // ------------------------------------------------------------------ vtable
@@ -116,12 +109,8 @@ Py_ssize_t vt_size(CarrierObject* o) { return as_cpu(o)->size; }
 
 PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
   CPUObject* o = as_cpu(c);
-  const void* data = o->buffer.data();
-  switch (o->dtype) {
-    case sw::DTypeCode::Float32: return PyFloat_FromDouble(static_cast<const float*>(data)[i]);
-    case sw::DTypeCode::Int32: return PyLong_FromLong(static_cast<const int32_t*>(data)[i]);
-    default: return PyBool_FromLong(static_cast<const uint8_t*>(data)[i]);
-  }
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(o->dtype));
+  return decode_slot(o->dtype, static_cast<const unsigned char*>(o->buffer.data()) + static_cast<size_t>(i) * item);
 }
 
 int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) { return cpu_set_slot(as_cpu(o), i, v); }
@@ -135,25 +124,23 @@ void vt_release(CarrierObject* c) {
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_cpu(c)->dtype;  // kept after release
   if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
-  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
   // Conversion may run Python code (__index__, __float__) that mutates a
   // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
   if (!seq) return nullptr;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject* r = cpu_make(Py_TYPE(c), n, code, mutable_, true);
-  if (!r) { Py_DECREF(seq); return nullptr; }
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (cpu_set_slot(as_cpu(r), i, items[i]) < 0) {
-      Py_DECREF(seq);
-      Py_DECREF(r);
-      return nullptr;
-    }
-  }
-  Py_DECREF(seq);
-  return r;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  Ref r = Ref::steal(cpu_make(Py_TYPE(c), n, code, mutable_, true));
+  if (!r) return nullptr;
+  // r is not reachable from Python yet, so conversion code cannot release
+  // it: encode straight into its buffer.
+  auto* data = static_cast<unsigned char*>(as_cpu(r.get())->buffer.data());
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (encode_slot(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
+  return r.release();
 }
 
 PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {

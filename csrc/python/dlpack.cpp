@@ -8,9 +8,16 @@
 // its lifetime.
 #include <cstring>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "module.hpp"
 
 #include "dlpack_export.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
 
 namespace swpy {
 
@@ -355,6 +362,39 @@ bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, co
   return true;
 }
 
+// A carrier's refusal (BufferError) re-raised with its class and the way
+// out: a move to CPU, whose storage exports (API.md section 11).
+PyObject* explain_refusal(PyObject* self) {
+  if (!PyErr_ExceptionMatches(PyExc_BufferError)) return nullptr;
+  PyObject* carrier = as_tensor(self)->carrier;
+  const long long span = static_cast<long long>(layout_of(as_tensor(self)->layout).cosize());
+  Ref dtype = Ref::steal(carrier_dtype(carrier));
+  PyObject* exc = compat::take_raised();
+  if (!dtype) {  // a broken dtype hook: keep the carrier's own refusal
+    PyErr_Clear();
+    compat::restore_raised(exc);
+    return nullptr;
+  }
+  const sw::DTypeCode code = is_dtype(dtype.get()) ? dtype_code(dtype.get()) : sw::DTypeCode::Any;
+  if (code == sw::DTypeCode::Float32 || code == sw::DTypeCode::Int32 || code == sw::DTypeCode::Bool) {
+    const char* arg = code == sw::DTypeCode::Float32 ? ""
+                      : code == sw::DTypeCode::Int32 ? ", dtype=strideweave.DType.Int32"
+                                                     : ", dtype=strideweave.DType.Bool";
+    PyErr_Format(PyExc_BufferError,
+                 "%S (carrier class %s); to export, move it to a CPU carrier with "
+                 "strideweave.move(t, strideweave.CPU(%lld%s)) first",
+                 exc, type_name(carrier), span, arg);
+  } else {
+    PyErr_Format(PyExc_BufferError,
+                 "%S (carrier class %s, dtype %R); only CPU carriers export, and they hold only Float32, Int32 "
+                 "and Bool, so copy the values out instead: strideweave.tensor(t) (a CPU copy), "
+                 "np.asarray(t) or t.tolist()",
+                 exc, type_name(carrier), dtype.get());
+  }
+  Py_DECREF(exc);
+  return nullptr;
+}
+
 PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   PyObject* max_version = args.max_version;
   PyObject* dl_device = args.dl_device;
@@ -369,7 +409,7 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   // copy's __bool__, the hooks and an _is_mutable override run Python code
   // that may release the carrier after its pointer was read.
   const bool released_before = carrier_is_released(t->carrier);
-  if (resolve_carrier(t->carrier, &pointer, &device) < 0) return nullptr;
+  if (resolve_carrier(t->carrier, &pointer, &device) < 0) return explain_refusal(self);
 
   if (!is_none(copy)) {
     int truthy = PyObject_IsTrue(copy);
@@ -419,7 +459,8 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
 
   dl::ExportSpec spec;
   spec.data = reinterpret_cast<void*>(pointer);
-  spec.device = DLDevice{device.type, device.id};
+  // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
+  spec.device = DLDevice{static_cast<DLDeviceType>(device.type), device.id};
   spec.dtype = dtype;
   spec.byte_offset = static_cast<uint64_t>(t->offset) * static_cast<uint64_t>(sw::itemsize(code));
   spec.leaves = layout.leaves();

@@ -1,7 +1,8 @@
 // DType: process-wide dtype singletons and the open CompoundDType base.
 #include <cstring>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "module.hpp"
 
 namespace swpy {
 

@@ -43,13 +43,29 @@
 //     tier is claimed.
 #include <new>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 
+struct EvictableObject {
+  CarrierObject base;
+  PyObject* primary;
+  PyObject* secondary;
+  int64_t primary_token;
+  int64_t secondary_token;
+  bool evicted;
+};
+
 namespace {
 
-// EvictableObject (sw.hpp) plus what only this file needs.
+// EvictableObject plus what only this file needs.
 struct EvictableImpl {
   EvictableObject ev;
   Py_ssize_t slots;      // the primary's size: what promote() allocates

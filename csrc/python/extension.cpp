@@ -32,6 +32,16 @@
 #include <cstddef>
 
 #include "extension/extension.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "extension/extension_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy {
 

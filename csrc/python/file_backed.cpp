@@ -1,15 +1,15 @@
 // FileBacked: slots in a binary file (native byte order; Floating as 8-byte
-// double, Float32 and Int32 as 4 bytes, Bool as 1 byte) inside a
-// per-process temporary directory. A new FileBacked is empty and grows
+// double, Float32 and Int32 as 4 bytes) in the per-process temporary
+// directory (sw::TempDirectory under tempfile.gettempdir()) or in a
+// directory the caller names. A new FileBacked is empty and grows
 // (zero-filled) when used as a move destination. The file is removed on
-// release, on garbage collection and at interpreter exit (atexit hook, with
-// a C++ static destructor sweeping the directory as a last resort).
-#include <dirent.h>
-#include <sys/types.h>
+// release, on garbage collection and at exit: the atexit hook, in a forked
+// multiprocessing worker a multiprocessing finalizer (workers leave through
+// os._exit, past atexit), and the directory's C++ destructor as a last resort.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -17,7 +17,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "temp_directory.hpp"
 
 namespace swpy {
 
@@ -26,139 +31,99 @@ namespace {
 FileBackedObject* as_fb(PyObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 FileBackedObject* as_fb(CarrierObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 
-// Removes every entry of dir, then dir itself (best effort).
-void sweep_directory(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      ::unlink((dir + "/" + e->d_name).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
-}
-
-// The per-process directory. Its destructor runs after interpreter
-// finalization and removes whatever the atexit hook could not (files
-// created after it ran). A forked child never removes its parent's
-// directory: it creates its own.
-struct Directory {
-  std::string path;
-  pid_t pid = 0;
-  ~Directory() {
-    if (!path.empty() && pid == ::getpid()) sweep_directory(path);
-  }
-};
-Directory g_dir;
-// Live (unreleased) FileBacked objects, for the exit hook, with the pid of
+// The per-process directory; its destructor sweeps what the exit hooks
+// could not (files created after they ran), in the owning process only.
+sw::TempDirectory g_dir;
+// Live (unreleased) FileBacked objects, for the exit hooks, with the pid of
 // the process that created each file.
 std::unordered_map<FileBackedObject*, pid_t> g_live;
 unsigned long long g_counter = 0;
+// The process whose exit the hooks already cover (atexit in the importing
+// process; a multiprocessing finalizer once registered in a forked child).
+pid_t g_exit_hooked_pid = 0;
+// The exit cleanup as a Python callable (module lifetime).
+PyObject* g_cleanup_fn = nullptr;
 
 bool supported(sw::DTypeCode c) {
-  return c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 ||
-         c == sw::DTypeCode::Bool;
+  return c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32;
 }
 
 int check_dtype(PyObject* dtype) {
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "FileBacked dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "FileBacked dtype must be a DType, not %.100s", type_name(dtype));
     return -1;
   }
   if (!supported(dtype_code(dtype))) {
     PyErr_Format(PyExc_ValueError,
-                 "FileBacked does not support dtype %R; use DType.Floating, Float32, Int32 or Bool", dtype);
+                 "FileBacked does not support dtype %R; use DType.Floating, DType.Float32 or DType.Int32", dtype);
     return -1;
   }
   return 0;
 }
 
-int64_t item_bytes(FileBackedObject* o) { return sw::itemsize(dtype_code(o->dtype)); }
+int64_t item_bytes(FileBackedObject* o) { return sw::codec::slot_bytes(dtype_code(o->dtype)); }
 
-// Sets OSError (the errno subclass: FileExistsError, ...) from e.
-void raise_os_error(const std::system_error& e, const std::string& path) {
-  errno = e.code().value();
+// OSError of the errno subclass (FileExistsError, FileNotFoundError, ...)
+// naming path, for a failed file-system step.
+int raise_os_error(int err, const std::string& path) {
+  errno = err;
   if (path.empty())
     PyErr_SetFromErrno(PyExc_OSError);
   else
     PyErr_SetFromErrnoWithFilename(PyExc_OSError, path.c_str());
+  return -1;
 }
 
-// Encodes one value into its native slot bytes.
-int encode(sw::DTypeCode code, PyObject* v, unsigned char* out) {
-  switch (code) {
-    case sw::DTypeCode::Floating: {
-      double d;
-      if (value_to_f64(v, "Floating", &d) < 0) return -1;
-      std::memcpy(out, &d, sizeof d);
-      return 0;
-    }
-    case sw::DTypeCode::Float32: {
-      float f;
-      if (value_to_f32(v, &f) < 0) return -1;
-      std::memcpy(out, &f, sizeof f);
-      return 0;
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      if (value_to_i32(v, &x) < 0) return -1;
-      std::memcpy(out, &x, sizeof x);
-      return 0;
-    }
-    default: {
-      bool b;
-      if (value_to_bool(v, &b) < 0) return -1;
-      *out = b ? 1 : 0;
-      return 0;
-    }
+// Call inside a catch block: system_error -> OSError naming path, anything
+// else through the house translator.
+int raise_io_exception(const std::string& path) {
+  try {
+    throw;
+  } catch (const std::system_error& e) {
+    return raise_os_error(e.code().value(), path);
+  } catch (...) {
+    return raise_engine_exception();
   }
 }
 
-PyObject* decode(sw::DTypeCode code, const unsigned char* in) {
-  switch (code) {
-    case sw::DTypeCode::Floating: {
-      double d;
-      std::memcpy(&d, in, sizeof d);
-      return PyFloat_FromDouble(d);
-    }
-    case sw::DTypeCode::Float32: {
-      float f;
-      std::memcpy(&f, in, sizeof f);
-      return PyFloat_FromDouble(f);
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      std::memcpy(&x, in, sizeof x);
-      return PyLong_FromLong(x);
-    }
-    default:
-      return PyBool_FromLong(*in != 0);
+// A str or path-like argument as a file-system string (bytes rejected, as
+// for the filename). what names the argument in the TypeError.
+int fs_string(PyObject* arg, const char* what, std::string* out) {
+  Ref fs = Ref::steal(PyOS_FSPath(arg));
+  if (!fs && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+  if (!fs || !PyUnicode_Check(fs.get())) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "FileBacked %s must be a str, a path-like object or None, not %.100s", what,
+                 type_name(arg));
+    return -1;
   }
+  Ref bytes = Ref::steal(PyUnicode_EncodeFSDefault(fs.get()));
+  if (!bytes) return -1;
+  out->assign(PyBytes_AS_STRING(bytes.get()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.get())));
+  if (out->find('\0') != std::string::npos) {
+    PyErr_Format(PyExc_ValueError, "FileBacked %s %R contains a NUL character", what, arg);
+    return -1;
+  }
+  return 0;
 }
 
 // Validates a user filename: a plain name inside the directory.
 int parse_filename(PyObject* filename, std::string* out) {
-  PyObject* fs = PyOS_FSPath(filename);
-  if (!fs) return -1;
-  if (!PyUnicode_Check(fs)) {
-    PyErr_Format(PyExc_TypeError, "FileBacked filename must be a str or None, not %.100s",
-                 Py_TYPE(filename)->tp_name);
-    Py_DECREF(fs);
+  std::string name;
+  if (fs_string(filename, "filename", &name) < 0) {
+    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "invalid FileBacked filename %R", filename);
+    }
     return -1;
   }
-  PyObject* bytes = PyUnicode_EncodeFSDefault(fs);
-  Py_DECREF(fs);
-  if (!bytes) return -1;
-  std::string name(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
-  Py_DECREF(bytes);
-  if (name.empty() || name == "." || name == ".." || name.find('\0') != std::string::npos) {
+  if (name.empty() || name == "." || name == "..") {
     PyErr_Format(PyExc_ValueError, "invalid FileBacked filename %R", filename);
     return -1;
   }
   if (name.find('/') != std::string::npos) {
     PyErr_Format(PyExc_ValueError,
-                 "FileBacked filename %R must not contain directory parts; files live in the per-process "
-                 "temporary directory",
+                 "FileBacked filename %R must not contain directory parts; pass the directory as directory=",
                  filename);
     return -1;
   }
@@ -166,46 +131,119 @@ int parse_filename(PyObject* filename, std::string* out) {
   return 0;
 }
 
-// Creates the file of a fresh object (no file yet) under name, or under a
-// generated unique name when name is NULL.
-int fb_create(FileBackedObject* o, const std::string* name, PyObject* dtype, bool mutable_) {
-  const char* dir = file_backed_directory();
-  if (!dir) return -1;
-  std::string chosen;
-  for (int attempt = 0;; ++attempt) {
-    if (name) {
-      chosen = *name;
-    } else {
-      chosen = "sw-" + std::to_string(static_cast<long long>(::getpid())) + "-" + std::to_string(++g_counter) +
-               ".bin";
+// Validates directory=: an existing directory. A missing one raises
+// FileNotFoundError, a non-directory NotADirectoryError (both OSError).
+int parse_directory(PyObject* directory, std::string* out) {
+  std::string dir;
+  if (fs_string(directory, "directory", &dir) < 0) return -1;
+  if (dir.empty()) {
+    PyErr_SetString(PyExc_ValueError, "FileBacked directory must not be empty");
+    return -1;
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return raise_os_error(errno, dir);
+  if (!S_ISDIR(st.st_mode)) return raise_os_error(ENOTDIR, dir);
+  // Absolute, so a later chdir() cannot make release unlink another file.
+  if (dir[0] != '/') {
+    std::vector<char> cwd(4096);
+    while (!::getcwd(cwd.data(), cwd.size())) {
+      if (errno != ERANGE || cwd.size() > (1u << 20)) return raise_os_error(errno, dir);
+      cwd.resize(cwd.size() * 2);
     }
-    std::string path = std::string(dir) + "/" + chosen;
+    dir = std::string(cwd.data()) + "/" + dir;
+  }
+  *out = std::move(dir);
+  return 0;
+}
+
+// In a forked multiprocessing worker: cleanup at the worker's exit, which
+// goes through multiprocessing's finalizers and then os._exit (no atexit).
+// Registered once per process, at its first file; best effort (a plain
+// os.fork() child that exits normally still runs the inherited atexit hook).
+void hook_child_exit() {
+  const pid_t pid = ::getpid();
+  if (g_exit_hooked_pid == pid) return;
+  g_exit_hooked_pid = pid;
+  ErrorGuard keep;  // never fails the construction
+  Ref name = Ref::steal(PyUnicode_FromString("multiprocessing.util"));
+  if (!name) return;
+  Ref mp_util = Ref::steal(PyImport_GetModule(name.get()));
+  if (!mp_util) return;  // multiprocessing not in use: not a worker
+  Ref finalize = Ref::steal(PyObject_GetAttrString(mp_util.get(), "Finalize"));
+  Ref kwargs = Ref::steal(Py_BuildValue("{s:i}", "exitpriority", -100));
+  Ref args = Ref::steal(Py_BuildValue("(OO)", Py_None, g_cleanup_fn));
+  if (!finalize || !kwargs || !args) return;
+  Ref r = Ref::steal(PyObject_Call(finalize.get(), args.get(), kwargs.get()));
+}
+
+// The per-process directory, created (or re-created) under
+// tempfile.gettempdir() when needed. NULL with OSError set.
+const std::string* per_process_directory() {
+  if (g_dir.ready()) return &g_dir.path();
+  Ref tempfile = Ref::steal(PyImport_ImportModule("tempfile"));
+  if (!tempfile) return nullptr;
+  Ref base = Ref::steal(PyObject_CallMethod(tempfile.get(), "gettempdir", nullptr));
+  if (!base) return nullptr;
+  std::string b;
+  if (fs_string(base.get(), "temporary directory", &b) < 0) return nullptr;
+  try {
+    return &g_dir.ensure(b);
+  } catch (...) {
+    raise_io_exception(b);
+    return nullptr;
+  }
+}
+
+std::string generated_name() {
+  return "sw-" + std::to_string(static_cast<long long>(::getpid())) + "-" + std::to_string(++g_counter) + ".bin";
+}
+
+// Creates the file of a fresh object (no file yet) under name (or a
+// generated unique name when NULL) in directory (or the per-process
+// directory when NULL).
+int fb_create(FileBackedObject* o, const std::string* name, const std::string* directory, PyObject* dtype,
+              bool mutable_) {
+  std::string path;
+  bool retried = false;
+  for (int attempt = 0;; ++attempt) {
+    const std::string* dir = directory ? directory : per_process_directory();
+    if (!dir) return -1;
+    path = *dir + "/" + (name ? *name : generated_name());
     try {
       o->file.create(path);
       break;
     } catch (const std::system_error& e) {
+      const int err = e.code().value();
       // A generated name may collide with a user-chosen one: try the next.
-      if (!name && e.code().value() == EEXIST && attempt < 1000) continue;
-      raise_os_error(e, path);
-      return -1;
+      if (!name && err == EEXIST && attempt < 1000) continue;
+      // The per-process directory vanished since it was checked: once more.
+      if (!directory && err == ENOENT && !retried) {
+        retried = true;
+        continue;
+      }
+      return raise_os_error(err, path);
+    } catch (...) {
+      return raise_engine_exception();
     }
   }
-  PyObject* n = PyUnicode_DecodeFSDefault(chosen.c_str());
-  if (!n) {
+  PyObject* p = PyUnicode_DecodeFSDefault(path.c_str());
+  if (!p || engine_call([&] { g_live[o] = ::getpid(); }) < 0) {
+    Py_XDECREF(p);
     o->file.close_and_unlink();
     return -1;
   }
-  Py_XSETREF(o->name, n);
+  Py_XSETREF(o->path, p);
+  o->user_directory = directory != nullptr;
   Py_SETREF(o->dtype, Py_NewRef(dtype));
   o->size = 0;
   o->base.constructed_mutable = mutable_;
-  g_live[o] = ::getpid();
+  hook_child_exit();
   return 0;
 }
 
 // Closes o's file and forgets it. The file is removed only by the process
-// that created it: a forked child shares its parent's files (as it does the
-// directory) and leaves them in place on release, collection and exit.
+// that created it: a forked child shares its parent's files and leaves them
+// in place on release, collection and exit.
 void fb_close(FileBackedObject* o) {
   auto it = g_live.find(o);
   if (it != g_live.end() && it->second != ::getpid())
@@ -223,32 +261,41 @@ int fb_resize(FileBackedObject* o, Py_ssize_t n) {
   }
   try {
     o->file.resize(static_cast<int64_t>(n) * item);
-  } catch (const std::system_error& e) {
-    raise_os_error(e, o->file.path());
-    return -1;
+  } catch (...) {
+    return raise_io_exception(o->file.path());
   }
   o->size = n;
   return 0;
 }
 
+
 // Fresh file-backed instance of type (the receiver's exact class) with n
-// zero slots. Python __init__ of a subclass is not run.
-PyObject* fb_make(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutable_) {
-  PyObject* args = PyTuple_New(0);
+// zero slots, in directory (NULL: the per-process directory). Python
+// __init__ of a subclass is not run.
+PyObject* fb_make(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutable_, const std::string* directory) {
+  Ref args = Ref::steal(PyTuple_New(0));
   if (!args) return nullptr;
-  PyObject* self = type->tp_new(type, args, nullptr);
-  Py_DECREF(args);
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
   if (!self) return nullptr;
-  if (!PyObject_TypeCheck(self, &FileBacked_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type->tp_name);
-    Py_DECREF(self);
+  if (!PyObject_TypeCheck(self.get(), &FileBacked_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type_name(type));
     return nullptr;
   }
-  if (fb_create(as_fb(self), nullptr, dtype, mutable_) < 0 || (n > 0 && fb_resize(as_fb(self), n) < 0)) {
-    Py_DECREF(self);  // dealloc removes a created file
-    return nullptr;
-  }
-  return self;
+  // On failure the Ref's DECREF runs dealloc, which removes a created file.
+  if (fb_create(as_fb(self.get()), nullptr, directory, dtype, mutable_) < 0) return nullptr;
+  if (n > 0 && fb_resize(as_fb(self.get()), n) < 0) return nullptr;
+  return self.release();
+}
+
+// fb_make in the receiver's directory: a user directory= is inherited, the
+// per-process directory is this process's.
+PyObject* fb_make_like(FileBackedObject* c, Py_ssize_t n, PyObject* dtype, bool mutable_) {
+  if (!c->user_directory || !c->path) return fb_make(Py_TYPE(c), n, dtype, mutable_, nullptr);
+  Ref bytes = Ref::steal(PyUnicode_EncodeFSDefault(c->path));
+  if (!bytes) return nullptr;
+  std::string p(PyBytes_AS_STRING(bytes.get()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.get())));
+  const std::string dir = p.substr(0, p.rfind('/'));
+  return fb_make(Py_TYPE(c), n, dtype, mutable_, &dir);
 }
 
 // ------------------------------------------------------------------ vtable
@@ -259,21 +306,21 @@ Py_ssize_t vt_size(CarrierObject* o) { return as_fb(o)->size; }
 PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
   FileBackedObject* o = as_fb(c);
   int64_t item = item_bytes(o);
-  unsigned char buf[8];
+  unsigned char buf[sw::codec::kMaxSlotBytes];
   try {
     o->file.read(i * item, buf, item);
-  } catch (const std::system_error& e) {
-    raise_os_error(e, o->file.path());
+  } catch (...) {
+    raise_io_exception(o->file.path());
     return nullptr;
   }
-  return decode(dtype_code(o->dtype), buf);
+  return decode_slot(dtype_code(o->dtype), buf);
 }
 
 int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   FileBackedObject* o = as_fb(c);
   int64_t item = item_bytes(o);
-  unsigned char buf[8];
-  if (encode(dtype_code(o->dtype), v, buf) < 0) return -1;
+  unsigned char buf[sw::codec::kMaxSlotBytes];
+  if (encode_slot(dtype_code(o->dtype), v, buf) < 0) return -1;
   // Conversion may have run Python code that released or shrank us.
   if (!o->file.is_open() || i >= o->size) {
     PyErr_SetString(PyExc_RuntimeError, "FileBacked carrier changed during the write");
@@ -281,9 +328,8 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   }
   try {
     o->file.write(i * item, buf, item);
-  } catch (const std::system_error& e) {
-    raise_os_error(e, o->file.path());
-    return -1;
+  } catch (...) {
+    return raise_io_exception(o->file.path());
   }
   return 0;
 }
@@ -298,49 +344,39 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   if (!dtype) dtype = as_fb(c)->dtype;  // kept after release
   else if (check_dtype(dtype) < 0) return nullptr;
   sw::DTypeCode code = dtype_code(dtype);
-  int64_t item = sw::itemsize(code);
-  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  int64_t item = sw::codec::slot_bytes(code);
+  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
   // Conversion may run Python code (__index__, __float__) that mutates a
   // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
   if (!seq) return nullptr;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   // Encode everything before touching the file system.
   std::vector<unsigned char> bytes;
-  try {
-    bytes.resize(static_cast<size_t>(n) * static_cast<size_t>(item));
-  } catch (const std::bad_alloc&) {
-    Py_DECREF(seq);
-    return PyErr_NoMemory();
-  }
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (encode(code, items[i], bytes.data() + i * item) < 0) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-  }
-  Py_DECREF(seq);
-  PyObject* r = fb_make(Py_TYPE(c), 0, dtype, mutable_);
+  if (engine_call([&] { bytes.resize(static_cast<size_t>(n) * static_cast<size_t>(item)); }) < 0) return nullptr;
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (encode_slot(code, items[i], bytes.data() + i * item) < 0) return nullptr;
+  seq.reset();
+  Ref r = Ref::steal(fb_make_like(as_fb(c), 0, dtype, mutable_));
   if (!r) return nullptr;
-  FileBackedObject* o = as_fb(r);
+  FileBackedObject* o = as_fb(r.get());
   try {
     if (n > 0) o->file.write(0, bytes.data(), static_cast<int64_t>(bytes.size()));
-  } catch (const std::system_error& e) {
-    raise_os_error(e, o->file.path());
-    Py_DECREF(r);
+  } catch (...) {
+    raise_io_exception(o->file.path());
     return nullptr;
   }
   o->size = n;
-  return r;
+  return r.release();
 }
 
 PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool) {
   // Growing a file zero-fills it for free, so empty=True changes nothing.
   if (!dtype) dtype = as_fb(c)->dtype;
   else if (check_dtype(dtype) < 0) return nullptr;
-  return fb_make(Py_TYPE(c), n, dtype, mutable_);
+  return fb_make_like(as_fb(c), n, dtype, mutable_);
 }
 
 int vt_reserve(CarrierObject* c, Py_ssize_t n) {
@@ -366,57 +402,50 @@ PyObject* FileBacked_new(PyTypeObject* type, PyObject*, PyObject*) {
   FileBackedObject* o = as_fb(self);
   new (&o->file) sw::FileStorage();
   o->dtype = Py_NewRef(dtype_singleton(sw::DTypeCode::Floating));
-  o->name = nullptr;
+  o->path = nullptr;
+  o->user_directory = false;
   o->size = 0;
   return self;
 }
 
 int FileBacked_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"filename", "dtype", "mutable", nullptr};
+  static const char* kw[] = {"filename", "dtype", "mutable", "directory", nullptr};
   PyObject* filename = Py_None;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Floating);
+  PyObject* directory = Py_None;
   int mutable_ = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$Op:FileBacked", const_cast<char**>(kw), &filename, &dtype,
-                                   &mutable_))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OpO:FileBacked", const_cast<char**>(kw), &filename, &dtype,
+                                   &mutable_, &directory))
     return -1;
   FileBackedObject* o = as_fb(self);
-  if (o->name || o->base.released) {
+  if (o->path || o->base.released) {
     PyErr_SetString(PyExc_RuntimeError, "FileBacked.__init__() cannot be called twice");
     return -1;
   }
   if (check_dtype(dtype) < 0) return -1;
-  if (filename == Py_None) return fb_create(o, nullptr, dtype, mutable_ != 0);
-  std::string name;
-  if (parse_filename(filename, &name) < 0) return -1;
-  return fb_create(o, &name, dtype, mutable_ != 0);
+  std::string name, dir;
+  if (filename != Py_None && parse_filename(filename, &name) < 0) return -1;
+  if (directory != Py_None && parse_directory(directory, &dir) < 0) return -1;
+  return fb_create(o, filename != Py_None ? &name : nullptr, directory != Py_None ? &dir : nullptr, dtype,
+                   mutable_ != 0);
 }
 
 void FileBacked_dealloc(PyObject* self) {
   FileBackedObject* o = as_fb(self);
   fb_close(o);
   o->file.~FileStorage();
-  Py_CLEAR(o->name);
+  Py_CLEAR(o->path);
   Py_CLEAR(o->dtype);
   carrier_dealloc(self);
 }
 
 PyObject* FileBacked_get_path(PyObject* self, void*) {
   FileBackedObject* o = as_fb(self);
-  if (!o->name) Py_RETURN_NONE;
+  if (!o->path) Py_RETURN_NONE;
   // After release the file is gone; the path still names where it was.
-  PyObject* full;
-  if (o->file.is_open()) {
-    full = PyUnicode_DecodeFSDefault(o->file.path().c_str());
-  } else {
-    full = PyUnicode_FromFormat("%s/%U", g_dir.path.c_str(), o->name);
-  }
-  if (!full) return nullptr;
-  PyObject* pathlib = PyImport_ImportModule("pathlib");
-  if (!pathlib) { Py_DECREF(full); return nullptr; }
-  PyObject* r = PyObject_CallMethod(pathlib, "Path", "O", full);
-  Py_DECREF(pathlib);
-  Py_DECREF(full);
-  return r;
+  Ref pathlib = Ref::steal(PyImport_ImportModule("pathlib"));
+  if (!pathlib) return nullptr;
+  return PyObject_CallMethod(pathlib.get(), "Path", "O", o->path);
 }
 
 PyGetSetDef FileBacked_getset[] = {
@@ -424,10 +453,12 @@ PyGetSetDef FileBacked_getset[] = {
      nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-// atexit: remove the live files and the directory.
+// Exit hook (atexit; multiprocessing finalizer in a forked worker): remove
+// this process's live files and its directory. Idempotent.
 PyObject* cleanup(PyObject*, PyObject*) {
-  for (auto& [o, pid] : g_live) {
-    if (pid == ::getpid())
+  const pid_t pid = ::getpid();
+  for (auto& [o, owner] : g_live) {
+    if (owner == pid)
       o->file.close_and_unlink();
     else
       o->file.close_keep_file();  // a forked child's copy of its parent's file
@@ -435,15 +466,46 @@ PyObject* cleanup(PyObject*, PyObject*) {
     o->base.released = true;  // later reads say "released", not EBADF
   }
   g_live.clear();
-  if (!g_dir.path.empty() && g_dir.pid == ::getpid()) {
-    sweep_directory(g_dir.path);
-    g_dir.path.clear();
+  g_dir.remove();  // only when this process owns it
+  Py_RETURN_NONE;
+}
+
+// Before fork: make sure this process has its directory, so a forked child's
+// directory nests inside it and goes with this process's sweep even when
+// the child is killed (Pool.terminate()) before its own cleanup. Errors are
+// ignored: the child then creates its directory under the base.
+PyObject* before_fork(PyObject*, PyObject*) {
+  if (!g_dir.ready()) {
+    ErrorGuard keep;
+    per_process_directory();
   }
   Py_RETURN_NONE;
 }
 
 PyMethodDef cleanup_def = {"_file_backed_cleanup", cleanup, METH_NOARGS,
-                           "Removes FileBacked files and their directory (registered with atexit)."};
+                           "Removes this process's FileBacked files and directory (exit hook)."};
+PyMethodDef before_fork_def = {"_file_backed_before_fork", before_fork, METH_NOARGS,
+                               "Prepares the FileBacked directory a forked child nests its own in."};
+
+// Registers the exit and fork hooks. 0 / -1.
+int register_hooks() {
+  g_cleanup_fn = PyCFunction_New(&cleanup_def, nullptr);  // module lifetime
+  if (!g_cleanup_fn) return -1;
+  Ref atexit = Ref::steal(PyImport_ImportModule("atexit"));
+  if (!atexit) return -1;
+  Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", g_cleanup_fn));
+  if (!r) return -1;
+  g_exit_hooked_pid = ::getpid();
+  Ref before = Ref::steal(PyCFunction_New(&before_fork_def, nullptr));
+  Ref os = Ref::steal(PyImport_ImportModule("os"));
+  if (!before || !os) return -1;
+  Ref reg = Ref::steal(PyObject_GetAttrString(os.get(), "register_at_fork"));
+  Ref args = Ref::steal(PyTuple_New(0));
+  Ref kwargs = Ref::steal(Py_BuildValue("{s:O}", "before", before.get()));
+  if (!reg || !args || !kwargs) return -1;
+  r = Ref::steal(PyObject_Call(reg.get(), args.get(), kwargs.get()));
+  return r ? 0 : -1;
+}
 
 }  // namespace
 
@@ -453,46 +515,25 @@ PyTypeObject FileBacked_Type = {
     sizeof(FileBackedObject),            /* tp_basicsize */
 };
 
-const char* file_backed_directory() {
-  if (!g_dir.path.empty() && g_dir.pid == ::getpid()) return g_dir.path.c_str();
-  const char* tmp = std::getenv("TMPDIR");
-  if (!tmp || !*tmp) tmp = "/tmp";
-  std::string tmpl = std::string(tmp) + "/strideweave-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!::mkdtemp(buf.data())) {
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, tmp);
-    return nullptr;
-  }
-  g_dir.path = buf.data();
-  g_dir.pid = ::getpid();
-  return g_dir.path.c_str();
-}
-
 int file_backed_module_init(PyObject* module) {
   FileBacked_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
   FileBacked_Type.tp_doc =
-      "FileBacked(filename=None, *, dtype=DType.Floating, mutable=True)\n\n"
-      "Slots in a binary file (native byte order; Floating 8-byte double, Float32/Int32 4 bytes, Bool 1 "
-      "byte) inside a per-process temporary directory under $TMPDIR (or /tmp). filename must be a plain "
-      "name (no directory parts); None generates a unique one. A new FileBacked is empty and grows, "
-      "zero-filled, when it is a move destination. The file is removed on release, on garbage collection "
-      "and at exit. No DLPack export.";
+      "FileBacked(filename=None, *, dtype=DType.Floating, mutable=True, directory=None)\n\n"
+      "Slots in a binary file (native byte order; Floating 8-byte double, Float32/Int32 4 bytes; no other "
+      "dtype: ValueError). The file lives in directory when given (an existing directory, str or path-like; "
+      "a missing one raises FileNotFoundError, a non-directory NotADirectoryError), else in a per-process "
+      "temporary directory under tempfile.gettempdir() (so TMPDIR is honoured), re-created if it vanished. "
+      "filename must be a plain name (no directory parts: ValueError; an existing file: FileExistsError); "
+      "None generates a unique one. A new FileBacked is empty and grows, zero-filled, when it is a move "
+      "destination; new_like/allocate_like results land in the receiver's directory. The file is removed on "
+      "release, on garbage collection and at exit (forked multiprocessing workers included). No DLPack export.";
   FileBacked_Type.tp_base = &Carrier_Type;
   FileBacked_Type.tp_new = FileBacked_new;
   FileBacked_Type.tp_init = FileBacked_init;
   FileBacked_Type.tp_dealloc = FileBacked_dealloc;
   FileBacked_Type.tp_getset = FileBacked_getset;
   if (add_type(module, &FileBacked_Type, "FileBacked") < 0) return -1;
-  PyObject* atexit = PyImport_ImportModule("atexit");
-  if (!atexit) return -1;
-  PyObject* fn = PyCFunction_New(&cleanup_def, nullptr);
-  PyObject* r = fn ? PyObject_CallMethod(atexit, "register", "O", fn) : nullptr;
-  Py_XDECREF(fn);
-  Py_DECREF(atexit);
-  if (!r) return -1;
-  Py_DECREF(r);
-  return 0;
+  return register_hooks();
 }
 
 }  // namespace swpy

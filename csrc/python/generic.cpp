@@ -5,9 +5,19 @@
 // carrier.
 #include <new>
 
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
+
+struct GenericObject {
+  CarrierObject base;
+  PyObject* values;   // list
+  PyObject* dtype;
+};
 
 namespace {
 
@@ -21,7 +31,7 @@ bool supported(sw::DTypeCode c) {
 
 int check_dtype(PyObject* dtype) {
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "Generic dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "Generic dtype must be a DType, not %.100s", type_name(dtype));
     return -1;
   }
   if (!supported(dtype_code(dtype))) {
@@ -34,55 +44,52 @@ int check_dtype(PyObject* dtype) {
 
 // New list of values coerced to code.
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
-  PyObject* seq = PySequence_Fast(values, "Generic values must be iterable");
+  Ref seq = Ref::steal(PySequence_Fast(values, "Generic values must be iterable"));
   if (!seq) return nullptr;
   // Conversion may run Python code (__index__, __float__) that mutates a
   // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
   if (!seq) return nullptr;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject* list = PyList_New(n);
-  if (!list) { Py_DECREF(seq); return nullptr; }
-  PyObject** items = PySequence_Fast_ITEMS(seq);
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  Ref list = Ref::steal(PyList_New(n));
+  if (!list) return nullptr;
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* v = value_coerce(code, items[i]);
-    if (!v) { Py_DECREF(list); Py_DECREF(seq); return nullptr; }
-    PyList_SET_ITEM(list, i, v);
+    if (!v) return nullptr;
+    PyList_SET_ITEM(list.get(), i, v);
   }
-  Py_DECREF(seq);
-  return list;
+  return list.release();
 }
 
 PyObject* zeros(sw::DTypeCode code, Py_ssize_t n) {
-  PyObject* list = PyList_New(n);
+  Ref list = Ref::steal(PyList_New(n));
   if (!list) return nullptr;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* z = value_zero(code);
-    if (!z) { Py_DECREF(list); return nullptr; }
-    PyList_SET_ITEM(list, i, z);
+    if (!z) return nullptr;
+    PyList_SET_ITEM(list.get(), i, z);
   }
-  return list;
+  return list.release();
 }
 
 // Fresh instance of type (the receiver's exact class) taking ownership of
 // list. Python __init__ of a subclass is not run.
 PyObject* generic_make(PyTypeObject* type, PyObject* list, PyObject* dtype, bool mutable_) {
-  PyObject* args = PyTuple_New(0);
-  if (!args) { Py_DECREF(list); return nullptr; }
-  PyObject* self = type->tp_new(type, args, nullptr);
-  Py_DECREF(args);
-  if (!self) { Py_DECREF(list); return nullptr; }
-  if (!PyObject_TypeCheck(self, &Generic_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Generic carrier", type->tp_name);
-    Py_DECREF(list);
-    Py_DECREF(self);
+  Ref values = Ref::steal(list);
+  Ref args = Ref::steal(PyTuple_New(0));
+  if (!args) return nullptr;
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
+  if (!self) return nullptr;
+  if (!PyObject_TypeCheck(self.get(), &Generic_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Generic carrier", type_name(type));
     return nullptr;
   }
-  GenericObject* o = as_generic(self);
-  Py_XSETREF(o->values, list);
+  GenericObject* o = as_generic(self.get());
+  Py_XSETREF(o->values, values.release());
   Py_SETREF(o->dtype, Py_NewRef(dtype));
   o->base.constructed_mutable = mutable_;
-  return self;
+  return self.release();
 }
 
 // ------------------------------------------------------------------ vtable

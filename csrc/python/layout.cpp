@@ -7,14 +7,18 @@
 //  - layout[i] / iteration yield top-level modes as Layouts (a leaf mode i
 //    gives Layout(Shape(e), Stride(s))); layout[a:b] gives the Layout of
 //    those modes.
-//  - Keys are strict: only int (not bool) and tuple/list parts; a tuple/list
-//    where the shape has a leaf is "not in domain" (ValueError).
+//  - Keys are strict: only int parts (not bool; any object with __index__,
+//    such as NumPy integers, counts as an int) and tuple/list parts; a
+//    tuple/list where the shape has a leaf is "not in domain" (ValueError).
 //  - Layout.canonical(x) with a non-Shape x raises TypeError, as
 //    broadcast_to does.
 #include <new>
 #include <string>
 
-#include "sw.hpp"
+#include "layout_object.hpp"
+#include "module.hpp"
+#include "keys.hpp"
+#include "util/ref.hpp"
 
 namespace swpy {
 
@@ -82,11 +86,13 @@ PyObject* layout_from_trees(sw::IntTree shape, sw::IntTree stride) {
 }
 
 // ---- keys
+//
+// The helpers below return kNotInDomain (no exception set) for a key part
+// outside the shape; layout_index_from_key turns it into a ValueError that
+// names the whole key and the shape. Any other failure is -1 with an
+// exception set.
 
-int not_in_domain() {
-  PyErr_SetString(PyExc_ValueError, kNotInDomain);
-  return -1;
-}
+constexpr int kOutside = -2;
 
 int bad_part(PyObject* part) {
   PyErr_Format(PyExc_TypeError, "Layout key part must be an int or a tuple/list, got %.100s",
@@ -94,37 +100,51 @@ int bad_part(PyObject* part) {
   return -1;
 }
 
-// 0 <= ordinal < limit for an int part; -1 with ValueError/OverflowError set
-// otherwise (callers turn it into "not in domain").
+// An int part: a non-bool int or any object with __index__ (NumPy integers).
+bool is_int_part(PyObject* part) {
+  if (PyBool_Check(part)) return false;
+  return PyLong_Check(part) || (!PyTuple_Check(part) && !PyList_Check(part) && PyIndex_Check(part));
+}
+
+// 0 <= ordinal < limit for an int part; kOutside otherwise.
 int ordinal_of(PyObject* part, int64_t limit, int64_t* out) {
+  Ref owned;
+  if (!PyLong_Check(part)) {
+    owned = Ref::steal(PyNumber_Index(part));  // may run Python code
+    if (!owned) return -1;
+    part = owned.get();
+  }
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(part, &overflow);
   if (v == -1 && PyErr_Occurred()) return -1;
-  if (overflow || v < 0 || v >= limit) return not_in_domain();
+  if (overflow || v < 0 || v >= limit) return kOutside;
   *out = v;
   return 0;
 }
 
 // Adds the index of one key part for the mode (shape, stride).
 int add_part(PyObject* part, const sw::IntTree& shape, const sw::IntTree& stride, int64_t* acc) {
-  if (PyBool_Check(part)) return bad_part(part);
-  if (PyLong_Check(part)) {
+  if (is_int_part(part)) {
     int64_t ord;
     // Validated shapes have a product that fits int64.
-    if (ordinal_of(part, shape.is_leaf ? shape.value : shape.product(), &ord) < 0) return -1;
+    int rc = ordinal_of(part, shape.is_leaf ? shape.value : shape.product(), &ord);
+    if (rc < 0) return rc;
     *acc += sw::tree_index_of_ordinal(shape, stride, ord);
     return 0;
   }
   if (!PyTuple_Check(part) && !PyList_Check(part)) return bad_part(part);
-  if (shape.is_leaf) return not_in_domain();
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(part);
-  if (n != static_cast<Py_ssize_t>(shape.children.size())) return not_in_domain();
-  // Checking parts (ints, tuples, lists) runs no Python code, so a list
-  // cannot change under us and the borrowed items stay valid.
-  PyObject** items = PySequence_Fast_ITEMS(part);
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (add_part(items[i], shape.children[static_cast<size_t>(i)], stride.children[static_cast<size_t>(i)], acc) < 0)
-      return -1;
+  if (shape.is_leaf) return kOutside;
+  // An __index__ part runs Python code that could resize a list under us:
+  // walk an immutable tuple (a copy for lists; tuples are used as they are).
+  Ref items = Ref::steal(PyList_Check(part) ? PyList_AsTuple(part) : Py_NewRef(part));
+  if (!items) return -1;
+  const Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+  if (n != static_cast<Py_ssize_t>(shape.children.size())) return kOutside;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    int rc = add_part(PyTuple_GET_ITEM(items.get(), i), shape.children[static_cast<size_t>(i)],
+                      stride.children[static_cast<size_t>(i)], acc);
+    if (rc < 0) return rc;
+  }
   return 0;
 }
 
@@ -338,18 +358,30 @@ PyObject* layout_from_engine(const sw::Layout& l) {
 // Hot path (Tensor indexing per element): an int key costs one
 // PyLong conversion and the engine's leaf walk, no allocation.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
-  const sw::Layout& l = layout_of(layout);
-  if (PyLong_CheckExact(key) || (PyLong_Check(key) && !PyBool_Check(key))) {
+  return key_index(layout_of(layout), as_layout(layout)->shape, key, out_index);
+}
+
+int key_index(const sw::Layout& l, PyObject* shape_obj, PyObject* key, int64_t* out_index) {
+  int rc;
+  if (PyLong_CheckExact(key) || is_int_part(key)) {
     int64_t ord;
-    if (ordinal_of(key, l.size(), &ord) < 0) return -1;
-    *out_index = l.index_of_ordinal(ord);
-    return 0;
+    rc = ordinal_of(key, l.size(), &ord);
+    if (rc == 0) {
+      *out_index = l.index_of_ordinal(ord);
+      return 0;
+    }
+  } else {
+    if (!PyTuple_Check(key) && !PyList_Check(key)) return bad_part(key);
+    int64_t acc = 0;
+    rc = add_part(key, l.shape(), l.stride(), &acc);
+    if (rc == 0) {
+      *out_index = acc;
+      return 0;
+    }
   }
-  if (!PyTuple_Check(key) && !PyList_Check(key)) return bad_part(key);
-  int64_t acc = 0;
-  if (add_part(key, l.shape(), l.stride(), &acc) < 0) return -1;
-  *out_index = acc;
-  return 0;
+  if (rc == kOutside)
+    PyErr_Format(PyExc_ValueError, "%s: key %R is outside %R", kNotInDomain, key, shape_obj);
+  return -1;
 }
 
 int layout_module_init(PyObject* module) {

@@ -7,7 +7,8 @@
 // raises RuntimeError("Metal requires macOS ..."), while the class, its
 // operations, their registry entries and the DLPack refusal (no dlpack_info
 // hook: the base's BufferError) exist everywhere. Tests install a fake
-// runtime through the private _metal_install_fake_runtime().
+// runtime from the separate strideweave._testing extension, through the
+// private capsule _core._metal_test_hooks (metal_test_hooks.hpp).
 //
 // Ordering rules (spec: "Metal movement preserves the complete Tensor value
 // boundary"): a slot write enqueues a host->device copy and returns; a slot
@@ -18,11 +19,22 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "metal_runtime.hpp"
-#include "sw.hpp"
+#include "metal_test_hooks.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy {
 
@@ -41,7 +53,6 @@ struct MetalObject {
 MetalObject* as_metal(PyObject* o) { return reinterpret_cast<MetalObject*>(o); }
 MetalObject* as_metal(CarrierObject* o) { return reinterpret_cast<MetalObject*>(o); }
 bool is_metal(PyObject* o) { return PyObject_TypeCheck(o, &Metal_Type); }
-const char* oname(PyObject* o) { return _PyType_Name(Py_TYPE(o)); }
 
 const char kNoRuntime[] =
     "Metal requires macOS with a Metal runtime; none is available in this process";
@@ -50,11 +61,11 @@ bool supported(sw::DTypeCode c) {
   return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
 }
 
-size_t item_of(sw::DTypeCode c) { return static_cast<size_t>(sw::itemsize(c)); }
+size_t item_of(sw::DTypeCode c) { return static_cast<size_t>(sw::codec::slot_bytes(c)); }
 
 int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
   if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "Metal dtype must be a DType, not %.100s", Py_TYPE(dtype)->tp_name);
+    PyErr_Format(PyExc_TypeError, "Metal dtype must be a DType, not %.100s", type_name(dtype));
     return -1;
   }
   if (!supported(dtype_code(dtype))) {
@@ -79,21 +90,21 @@ template <class F>
 int device(F&& f, bool release_gil = true) {
   const char* step = "operation";
   std::string err;
-  bool failed = false, nomem = false;
-  PyThreadState* ts = release_gil ? PyEval_SaveThread() : nullptr;
-  try {
-    f(step);
-  } catch (const M::DeviceError& e) {
-    failed = true;
-    err = e.what();
-  } catch (const std::bad_alloc&) {
-    nomem = true;
+  std::exception_ptr other;
+  bool failed = false;
+  {
+    std::optional<GilRelease> nogil;
+    if (release_gil) nogil.emplace();
+    try {
+      f(step);
+    } catch (const M::DeviceError& e) {
+      failed = true;
+      err = e.what();
+    } catch (...) {
+      other = std::current_exception();  // translated once the GIL is back
+    }
   }
-  if (ts) PyEval_RestoreThread(ts);
-  if (nomem) {
-    PyErr_NoMemory();
-    return -1;
-  }
+  if (other) return raise_engine_exception(other);
   if (failed) {
     PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", step, err.c_str());
     return -1;
@@ -105,13 +116,13 @@ int device(F&& f, bool release_gil = true) {
 // A failed synchronization abandons that work, so the buffer is freed anyway.
 void free_buffer(const std::shared_ptr<M::Runtime>& rt, M::BufferId buf, bool release_gil) {
   if (!rt || !buf) return;
-  PyThreadState* ts = release_gil ? PyEval_SaveThread() : nullptr;
+  std::optional<GilRelease> nogil;
+  if (release_gil) nogil.emplace();
   try {
     rt->synchronize();
   } catch (...) {
   }
   rt->free(buf);
-  if (ts) PyEval_RestoreThread(ts);
 }
 
 // Allocates storage for n slots into a fresh (size 0) Metal object.
@@ -141,67 +152,21 @@ int metal_storage(MetalObject* o, std::shared_ptr<M::Runtime> rt, Py_ssize_t n, 
   return 0;
 }
 
-// The slot bytes of a value (converted and validated like CPU).
-int encode(sw::DTypeCode dtype, PyObject* v, unsigned char out[4]) {
-  switch (dtype) {
-    case sw::DTypeCode::Float32: {
-      float f;
-      if (value_to_f32(v, &f) < 0) return -1;
-      std::memcpy(out, &f, 4);
-      return 0;
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      if (value_to_i32(v, &x) < 0) return -1;
-      std::memcpy(out, &x, 4);
-      return 0;
-    }
-    default: {
-      bool b;
-      if (value_to_bool(v, &b) < 0) return -1;
-      out[0] = b ? 1 : 0;
-      return 0;
-    }
-  }
-}
-
-PyObject* decode(sw::DTypeCode dtype, const unsigned char* in) {
-  switch (dtype) {
-    case sw::DTypeCode::Float32: {
-      float f;
-      std::memcpy(&f, in, 4);
-      return PyFloat_FromDouble(f);
-    }
-    case sw::DTypeCode::Int32: {
-      int32_t x;
-      std::memcpy(&x, in, 4);
-      return PyLong_FromLong(x);
-    }
-    default:
-      return PyBool_FromLong(in[0] != 0);
-  }
-}
-
 // A fresh instance of type (the receiver's exact class for new_like /
 // allocate_like) on the current runtime. Python __init__ is not run.
 PyObject* metal_make(PyTypeObject* type, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool zero) {
   auto rt = require_runtime();
   if (!rt) return nullptr;
-  PyObject* args = PyTuple_New(0);
+  Ref args = Ref::steal(PyTuple_New(0));
   if (!args) return nullptr;
-  PyObject* self = type->tp_new(type, args, nullptr);
-  Py_DECREF(args);
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
   if (!self) return nullptr;
-  if (!is_metal(self)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Metal carrier", type->tp_name);
-    Py_DECREF(self);
+  if (!is_metal(self.get())) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a Metal carrier", type_name(type));
     return nullptr;
   }
-  if (metal_storage(as_metal(self), std::move(rt), n, dtype, mutable_, zero) < 0) {
-    Py_DECREF(self);
-    return nullptr;
-  }
-  return self;
+  if (metal_storage(as_metal(self.get()), std::move(rt), n, dtype, mutable_, zero) < 0) return nullptr;
+  return self.release();
 }
 
 // ------------------------------------------------------------------ vtable
@@ -215,7 +180,7 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
   auto rt = o->rt;
   const M::BufferId buf = o->buf;
   const size_t item = item_of(o->dtype);
-  unsigned char bytes[4] = {};
+  unsigned char bytes[sw::codec::kMaxSlotBytes] = {};
   if (device([&](const char*& step) {
         step = "copy to host";
         rt->copy_to_host(bytes, buf, static_cast<size_t>(i) * item, item);
@@ -223,14 +188,19 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
         rt->synchronize();
       }) < 0)
     return nullptr;
-  return decode(o->dtype, bytes);
+  return decode_slot(o->dtype, bytes);
 }
 
 // A slot write is enqueued (the runtime stages the bytes) and not waited for.
 int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   MetalObject* o = as_metal(c);
-  unsigned char bytes[4] = {};
-  if (encode(o->dtype, v, bytes) < 0) return -1;
+  unsigned char bytes[sw::codec::kMaxSlotBytes] = {};
+  if (encode_slot(o->dtype, v, bytes) < 0) return -1;
+  // Conversion may run Python code (__float__, __index__) that released us.
+  if (o->base.released || !o->rt || i >= o->size) {
+    PyErr_SetString(PyExc_RuntimeError, "Metal carrier changed during the write");
+    return -1;
+  }
   const size_t item = item_of(o->dtype);
   return device(
       [&](const char*& step) {
@@ -256,38 +226,28 @@ void vt_release(CarrierObject* c) {
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_metal(c)->dtype;  // kept after release
   if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
-  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  // Conversion may run Python code (__index__, __float__) that mutates a
+  // list under the borrowed items: walk an immutable snapshot instead.
+  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
+  if (!seq) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   const size_t item = item_of(code);
   std::vector<unsigned char> staged;
-  try {
-    staged.resize(static_cast<size_t>(n) * item);
-  } catch (const std::bad_alloc&) {
-    Py_DECREF(seq);
-    return PyErr_NoMemory();
-  }
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    unsigned char bytes[4];
-    if (encode(code, items[i], bytes) < 0) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    std::memcpy(staged.data() + static_cast<size_t>(i) * item, bytes, item);
-  }
-  Py_DECREF(seq);
-  PyObject* r = metal_make(Py_TYPE(c), n, code, mutable_, false);
+  if (engine_call([&] { staged.resize(static_cast<size_t>(n) * item); }) < 0) return nullptr;
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (encode_slot(code, items[i], staged.data() + static_cast<size_t>(i) * item) < 0) return nullptr;
+  Ref r = Ref::steal(metal_make(Py_TYPE(c), n, code, mutable_, false));
   if (!r) return nullptr;
-  MetalObject* o = as_metal(r);
+  MetalObject* o = as_metal(r.get());
   if (n > 0 && device([&](const char*& step) {
         step = "copy to device";
         o->rt->copy_to_device(o->buf, 0, staged.data(), staged.size());
-      }) < 0) {
-    Py_DECREF(r);
+      }) < 0)
     return nullptr;
-  }
-  return r;
+  return r.release();
 }
 
 PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
@@ -379,7 +339,7 @@ PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
   PyObject* src = s->carrier;
   if (!(layout_of(s->layout) == layout_of(out->layout))) {
     PyErr_Format(PyExc_ValueError, "%s copies the physical span, so output must keep the tensor's Layout",
-                 oname(self));
+                 type_name(self));
     return nullptr;
   }
   if (carrier_is_released(src) || carrier_is_released(dest)) {
@@ -391,18 +351,16 @@ PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
   void* host_data = host ? carrier_host_data(host) : nullptr;
   if ((!sm && !dm) || (host && !host_data)) {
     PyErr_Format(PyExc_TypeError, "%s copies between Metal carriers and native host (CPU) carriers only",
-                 oname(self));
+                 type_name(self));
     return nullptr;
   }
-  PyObject* sd = carrier_dtype(src);
-  PyObject* dd = sd ? carrier_dtype(dest) : nullptr;
-  const bool same = sd && dd && dtype_code(sd) == dtype_code(dd);
-  const sw::DTypeCode code = sd ? dtype_code(sd) : sw::DTypeCode::Float32;
-  Py_XDECREF(sd);
-  Py_XDECREF(dd);
-  if (PyErr_Occurred()) return nullptr;
-  if (!same || !supported(code)) {
-    PyErr_Format(PyExc_TypeError, "%s needs one Metal dtype (Float32, Int32 or Bool) on both carriers", oname(self));
+  Ref sd = Ref::steal(carrier_dtype(src));
+  if (!sd) return nullptr;
+  Ref dd = Ref::steal(carrier_dtype(dest));
+  if (!dd) return nullptr;
+  const sw::DTypeCode code = dtype_code(sd.get());
+  if (code != dtype_code(dd.get()) || !supported(code)) {
+    PyErr_Format(PyExc_TypeError, "%s needs one Metal dtype (Float32, Int32 or Bool) on both carriers", type_name(self));
     return nullptr;
   }
   const Py_ssize_t ssize = carrier_size(src), dsize = carrier_size(dest);
@@ -449,134 +407,26 @@ PyMethodDef MetalOp_methods[] = {
      "synchronized before it returns."},
     {nullptr, nullptr, 0, nullptr}};
 
-// ------------------------------------------------------------ fake runtime (tests)
+// ------------------------------------------------------------ test hooks
 
-struct FakeObject {
-  PyObject_HEAD
-  std::shared_ptr<M::FakeRuntime> rt;
+// The private hook strideweave._testing uses to install its fake runtime;
+// _core itself holds no fake (see metal_test_hooks.hpp).
+void hook_install_runtime(std::shared_ptr<M::Runtime> rt) { M::install_runtime(std::move(rt)); }
+
+int hook_buffer_id(PyObject* obj, M::BufferId* out) {
+  if (!is_metal(obj)) {
+    PyErr_Format(PyExc_TypeError, "buffer_id() expects a Metal carrier, not %.100s", type_name(obj));
+    return -1;
+  }
+  *out = as_metal(obj)->buf;
+  return 0;
+}
+
+const MetalTestHooks metal_test_hooks = {
+    kMetalTestHooksVersion,
+    hook_install_runtime,
+    hook_buffer_id,
 };
-
-FakeObject* as_fake(PyObject* o) { return reinterpret_cast<FakeObject*>(o); }
-
-PyTypeObject Fake_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core._MetalFakeRuntime",
-                          sizeof(FakeObject)};
-
-void Fake_dealloc(PyObject* self) {
-  as_fake(self)->rt.~shared_ptr();
-  Py_TYPE(self)->tp_free(self);
-}
-
-PyObject* Fake_log(PyObject* self, PyObject*) {
-  auto entries = as_fake(self)->rt->log();
-  PyObject* list = PyList_New(0);
-  if (!list) return nullptr;
-  for (const auto& e : entries) {
-    PyObject* t = Py_BuildValue("(sKKnO)", M::FakeRuntime::call_name(e.call), static_cast<unsigned long long>(e.dst),
-                                static_cast<unsigned long long>(e.src), static_cast<Py_ssize_t>(e.bytes),
-                                e.ok ? Py_True : Py_False);
-    if (!t || PyList_Append(list, t) < 0) {
-      Py_XDECREF(t);
-      Py_DECREF(list);
-      return nullptr;
-    }
-    Py_DECREF(t);
-  }
-  return list;
-}
-
-PyObject* Fake_clear_log(PyObject* self, PyObject*) {
-  as_fake(self)->rt->clear_log();
-  Py_RETURN_NONE;
-}
-
-PyObject* Fake_fail(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"step", "skip", nullptr};
-  const char* step;
-  int skip = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$i:fail", const_cast<char**>(kw), &step, &skip)) return nullptr;
-  using C = M::FakeRuntime::Call;
-  for (C c : {C::Allocate, C::CopyToDevice, C::CopyToHost, C::CopyDevice, C::Synchronize}) {
-    if (std::strcmp(step, M::FakeRuntime::call_name(c)) == 0) {
-      as_fake(self)->rt->fail_next(c, skip < 0 ? 0 : skip);
-      Py_RETURN_NONE;
-    }
-  }
-  PyErr_Format(PyExc_ValueError,
-               "unknown step %s; use allocate, copy_to_device, copy_to_host, copy_device or synchronize", step);
-  return nullptr;
-}
-
-PyObject* Fake_hold(PyObject* self, PyObject* args) {
-  int held = 1;
-  if (!PyArg_ParseTuple(args, "|p:hold_synchronize", &held)) return nullptr;
-  as_fake(self)->rt->hold_synchronize(held != 0);
-  Py_RETURN_NONE;
-}
-
-PyObject* Fake_wait_synchronizing(PyObject* self, PyObject* arg) {
-  double timeout = PyFloat_AsDouble(arg);
-  if (timeout == -1.0 && PyErr_Occurred()) return nullptr;
-  bool r;
-  auto rt = as_fake(self)->rt;
-  Py_BEGIN_ALLOW_THREADS
-  r = rt->wait_synchronizing(static_cast<int>(timeout * 1000));
-  Py_END_ALLOW_THREADS
-  return PyBool_FromLong(r);
-}
-
-PyObject* Fake_live_buffers(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->live_buffers()); }
-PyObject* Fake_pending(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->pending()); }
-PyObject* Fake_unsafe_frees(PyObject* self, PyObject*) { return PyLong_FromSize_t(as_fake(self)->rt->unsafe_frees()); }
-
-PyObject* Fake_buffer_id(PyObject*, PyObject* arg) {
-  if (!is_metal(arg)) {
-    PyErr_Format(PyExc_TypeError, "buffer_id() expects a Metal carrier, not %.100s", Py_TYPE(arg)->tp_name);
-    return nullptr;
-  }
-  return PyLong_FromUnsignedLongLong(as_metal(arg)->buf);
-}
-
-PyMethodDef Fake_methods[] = {
-    {"log", Fake_log, METH_NOARGS,
-     "Calls so far: (step, dst_buffer, src_buffer, bytes, ok) tuples; synchronize entries are logged on completion "
-     "with the number of commands they completed in place of bytes."},
-    {"clear_log", Fake_clear_log, METH_NOARGS, "Forget the logged calls."},
-    {"fail", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Fake_fail)), METH_VARARGS | METH_KEYWORDS,
-     "fail(step, *, skip=0): the (skip+1)-th next call of step raises a device error."},
-    {"hold_synchronize", Fake_hold, METH_VARARGS, "hold_synchronize(held=True): block synchronize() while held."},
-    {"wait_synchronizing", Fake_wait_synchronizing, METH_O,
-     "wait_synchronizing(timeout): True once a synchronize() waits on the hold."},
-    {"live_buffers", Fake_live_buffers, METH_NOARGS, "Number of allocated, not yet freed buffers."},
-    {"pending", Fake_pending, METH_NOARGS, "Enqueued commands not yet completed."},
-    {"unsafe_frees", Fake_unsafe_frees, METH_NOARGS, "Frees of a buffer that pending work still used."},
-    {"buffer_id", Fake_buffer_id, METH_O, "The device buffer of a Metal carrier (0: none)."},
-    {nullptr, nullptr, 0, nullptr}};
-
-PyObject* mod_install_fake(PyObject*, PyObject*) {
-  PyObject* self = Fake_Type.tp_alloc(&Fake_Type, 0);
-  if (!self) return nullptr;
-  new (&as_fake(self)->rt) std::shared_ptr<M::FakeRuntime>();
-  try {
-    as_fake(self)->rt = std::make_shared<M::FakeRuntime>();
-  } catch (const std::bad_alloc&) {
-    Py_DECREF(self);
-    return PyErr_NoMemory();
-  }
-  M::install_runtime(as_fake(self)->rt);
-  return self;
-}
-
-PyObject* mod_remove_runtime(PyObject*, PyObject*) {
-  M::install_runtime(nullptr);
-  Py_RETURN_NONE;
-}
-
-PyMethodDef module_methods[] = {
-    {"_metal_install_fake_runtime", mod_install_fake, METH_NOARGS,
-     "Private (tests): install a host-memory fake Metal runtime and return its controller."},
-    {"_metal_remove_runtime", mod_remove_runtime, METH_NOARGS,
-     "Private (tests): remove the installed Metal runtime; existing carriers keep theirs."},
-    {nullptr, nullptr, 0, nullptr}};
 
 int init_op(PyTypeObject* t, const char* doc, PyTypeObject* src, PyTypeObject* dst) {
   // GC support, traverse/clear and dealloc come from MoveOperation.
@@ -625,12 +475,6 @@ int metal_module_init(PyObject* module) {
   Metal_Type.tp_dealloc = Metal_dealloc;
   if (add_type(module, &Metal_Type, "Metal") < 0) return -1;
 
-  Fake_Type.tp_flags = Py_TPFLAGS_DEFAULT;
-  Fake_Type.tp_doc = "Controller of the fake Metal runtime (tests only).";
-  Fake_Type.tp_dealloc = Fake_dealloc;
-  Fake_Type.tp_methods = Fake_methods;
-  if (PyType_Ready(&Fake_Type) < 0) return -1;
-
   struct {
     PyTypeObject* type;
     const char* name;
@@ -655,7 +499,10 @@ int metal_module_init(PyObject* module) {
     if (PyModule_AddObjectRef(module, op.name, reinterpret_cast<PyObject*>(op.type)) < 0) return -1;
     if (move_register_builtin(op.src, op.dst, op.type) < 0) return -1;
   }
-  return PyModule_AddFunctions(module, module_methods);
+  Ref hooks = Ref::steal(PyCapsule_New(const_cast<MetalTestHooks*>(&metal_test_hooks), kMetalTestHooksCapsule,
+                                       nullptr));
+  if (!hooks) return -1;
+  return PyModule_AddObjectRef(module, "_metal_test_hooks", hooks.get());
 }
 
 }  // namespace swpy

@@ -1,6 +1,6 @@
 // The strideweave._core extension module: creates the module and runs each
-// file's init function (see SW_MODULE_INITS in sw.hpp).
-#include "sw.hpp"
+// file's init function (see SW_MODULE_INITS in module.hpp).
+#include "module.hpp"
 
 namespace swpy {
 

@@ -4,7 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "sw.hpp"
+#include "carrier_object.hpp"
+#include "profiler_api.hpp"
+#include "module.hpp"
+#include "util/errors.hpp"
+#include "clock.hpp"
 
 namespace swpy {
 
@@ -254,6 +258,83 @@ int profiler_record(PyObject* session, int64_t id, int64_t parent_id, const char
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Private recording hooks for framework code written in Python
+// (TiledEvictable's tile transfers record move.submit / move.complete pairs
+// the way native moves do). Not public API.
+namespace {
+
+PyObject* hook_session(PyObject*, PyObject*) {
+  PyObject* s = profiler_current();
+  return Py_NewRef(s ? s : Py_None);
+}
+
+PyObject* hook_now_ns(PyObject*, PyObject*) { return PyLong_FromLongLong(static_cast<long long>(sw::now_ns())); }
+
+// _profiler_record(session, name, carrier_type, implementation_type,
+// start_ns, duration_ns, succeeded, parent_id=None, input_shapes=None) -> the
+// event's id (input_shapes, a tuple, is kept when the session records shapes). The
+// event is stamped with the calling thread; a parent_id of None means the
+// innermost open operation event of this thread (0 when none), as for a
+// native move.submit. A carrier filter that excludes carrier_type drops the
+// event but still returns its id, so children can name it.
+PyObject* hook_record(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"session",     "name",     "carrier_type", "implementation_type", "start_ns",
+                                 "duration_ns", "succeeded", "parent_id",    "input_shapes", nullptr};
+  PyObject *session, *carrier_type, *impl_type, *parent = Py_None, *shapes = Py_None;
+  const char* name;
+  long long start_ns, duration_ns;
+  int succeeded;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsOOLLp|OO:_profiler_record", const_cast<char**>(kwlist), &session,
+                                   &name, &carrier_type, &impl_type, &start_ns, &duration_ns, &succeeded, &parent,
+                                   &shapes))
+    return nullptr;
+  if (shapes != Py_None && !PyTuple_Check(shapes)) {
+    PyErr_Format(PyExc_TypeError, "_profiler_record() input_shapes must be a tuple or None, not %s", type_name(shapes));
+    return nullptr;
+  }
+  if (!PyObject_TypeCheck(session, &Session_Type)) {
+    PyErr_Format(PyExc_TypeError, "_profiler_record() session must be a _ProfileSession, not %s", type_name(session));
+    return nullptr;
+  }
+  for (PyObject* t : {carrier_type, impl_type})
+    if (t != Py_None && !PyType_Check(t)) {
+      PyErr_Format(PyExc_TypeError, "_profiler_record() carrier_type and implementation_type must be classes or "
+                   "None, not %s", type_name(t));
+      return nullptr;
+    }
+  if (duration_ns < 0) {
+    PyErr_SetString(PyExc_ValueError, "_profiler_record() duration_ns must be non-negative");
+    return nullptr;
+  }
+  int64_t parent_id;
+  if (parent == Py_None) {
+    parent_id = profiler_parent_id(session);
+  } else {
+    parent_id = PyLong_AsLongLong(parent);
+    if (parent_id == -1 && PyErr_Occurred()) return nullptr;
+  }
+  const int64_t id = profiler_new_id(session);
+  if (profiler_record(session, id, parent_id, name, carrier_type == Py_None ? nullptr : carrier_type,
+                      impl_type == Py_None ? nullptr : impl_type, shapes == Py_None ? nullptr : shapes, start_ns,
+                      duration_ns, current_thread_id(), succeeded != 0) < 0)
+    return nullptr;
+  return PyLong_FromLongLong(static_cast<long long>(id));
+}
+
+PyMethodDef hook_methods[] = {
+    {"_profiler_session", hook_session, METH_NOARGS,
+     "_profiler_session()\n--\n\nPrivate: the calling thread's active profiling session, or None."},
+    {"_profiler_now_ns", hook_now_ns, METH_NOARGS,
+     "_profiler_now_ns()\n--\n\nPrivate: the profiler clock (monotonic nanoseconds)."},
+    {"_profiler_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_record)),
+     METH_VARARGS | METH_KEYWORDS,
+     "_profiler_record(session, name, carrier_type, implementation_type, start_ns, duration_ns, succeeded, "
+     "parent_id=None, input_shapes=None)\n--\n\nPrivate: record one event on the calling thread; returns its id."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
 int profiler_module_init(PyObject* module) {
   Session_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
   Session_Type.tp_doc = "Native event store behind strideweave.profile (private).";
@@ -263,7 +344,8 @@ int profiler_module_init(PyObject* module) {
   Session_Type.tp_clear = Session_clear;
   Session_Type.tp_methods = Session_methods;
   Session_Type.tp_getset = Session_getset;
-  return add_type(module, &Session_Type, "_ProfileSession");
+  if (add_type(module, &Session_Type, "_ProfileSession") < 0) return -1;
+  return PyModule_AddFunctions(module, hook_methods);
 }
 
 }  // namespace swpy

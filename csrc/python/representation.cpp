@@ -1,6 +1,10 @@
 // TensorRepresentation and Subtensor (strideweave.core): the authoritative
 // multi-subtensor description and Tensor._from_representation validation.
-#include "sw.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "module.hpp"
 
 namespace swpy {
 

@@ -17,7 +17,11 @@
 #include <new>
 #include <string>
 
-#include "sw.hpp"
+#include "layout_object.hpp"
+#include "module.hpp"
+#include "keys.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 
@@ -296,6 +300,67 @@ PyMethodDef IntTree_methods[] = {
     {"__reduce__", IntTree_reduce, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
+// ---- Shape.encode / Shape.decode: first-mode-fastest ordinals of keys.
+
+PyObject* Shape_encode(PyObject* self, PyObject* key) {
+  int64_t ordinal;
+  try {
+    // The canonical layout's index of a key is its colexicographic ordinal.
+    const sw::Layout canonical = sw::Layout::canonical(tree_of(self));
+    if (key_index(canonical, self, key, &ordinal) < 0) return nullptr;
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
+  }
+  return PyLong_FromLongLong(ordinal);
+}
+
+// The coordinate of ordinal within mode t (0 <= ordinal < t.product()).
+PyObject* decode_mode(const sw::IntTree& t, int64_t ordinal) {
+  if (t.is_leaf) return PyLong_FromLongLong(ordinal);
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(t.children.size()));
+  if (!tuple) return nullptr;
+  for (size_t i = 0; i < t.children.size(); ++i) {
+    const int64_t extent = t.children[i].product();  // validated: fits int64
+    PyObject* part = decode_mode(t.children[i], ordinal % extent);
+    if (!part) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), part);
+    ordinal /= extent;
+  }
+  return tuple;
+}
+
+PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
+  if (PyBool_Check(ordinal_obj) || !PyIndex_Check(ordinal_obj)) {
+    PyErr_Format(PyExc_TypeError, "Shape.decode() expects an int ordinal, got %.100s", type_name(ordinal_obj));
+    return nullptr;
+  }
+  Ref index = Ref::steal(PyNumber_Index(ordinal_obj));
+  if (!index) return nullptr;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.get(), &overflow);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  const sw::IntTree& t = tree_of(self);
+  if (overflow || v < 0 || v >= t.product()) {
+    PyErr_Format(PyExc_ValueError, "Shape.decode(): ordinal %R is outside %R (size %lld)", index.get(), self,
+                 static_cast<long long>(t.product()));
+    return nullptr;
+  }
+  return decode_mode(t, v);
+}
+
+PyMethodDef Shape_methods[] = {
+    {"__reduce__", IntTree_reduce, METH_NOARGS, nullptr},
+    {"encode", Shape_encode, METH_O,
+     "encode(key) -> int: the first-mode-fastest ordinal of a coordinate key (same key forms and errors "
+     "as Layout.index)"},
+    {"decode", Shape_decode, METH_O,
+     "decode(ordinal) -> tuple: the coordinate of an ordinal as a nested tuple mirroring the shape"},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyGetSetDef Shape_getset[] = {
     {"top_level", IntTree_get_top_level, nullptr, "the modes as a nested tuple of ints", nullptr},
     {"depth", IntTree_get_depth, nullptr, "nesting depth: (2, 3) -> 1, (2, (3, 4)) -> 2", nullptr},
@@ -371,6 +436,7 @@ int shape_module_init(PyObject* module) {
                  "iterable a nested mode; Shape(2, [3, 4]) == Shape([2, [3, 4]]). Extents are >= 1; bool, "
                  "str and other non-int, non-iterable items raise ValueError. Unhashable.",
                  Shape_getset);
+  Shape_Type.tp_methods = Shape_methods;
   init_tree_type(&Stride_Type,
                  "Stride(*items): immutable hierarchical strides, congruent to a Shape in a Layout. "
                  "Same construction rules as Shape with values >= 0. Unhashable.",

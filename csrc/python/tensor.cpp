@@ -1,5 +1,14 @@
 // Tensor: a view (offset + layout) into a carrier, with its autograd slots.
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "tensor_data.hpp"
 
 namespace swpy {
 
@@ -273,6 +282,16 @@ PyMethodDef Tensor_methods[] = {
      "Zero-copy DLPack export."},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\nThe exporting carrier's DLPack device."},
+    {"tolist", tensor_tolist, METH_NOARGS,
+     "tolist($self, /)\n--\n\nThe values as nested lists, one level per leaf mode (what "
+     "np.from_dlpack(t).tolist() gives); a rank-0 tensor gives its scalar."},
+    {"item", tensor_item, METH_NOARGS,
+     "item($self, /)\n--\n\nThe single value of a one-element tensor (ValueError otherwise)."},
+    {"__array__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_array)),
+     METH_VARARGS | METH_KEYWORDS,
+     "__array__($self, /, dtype=None, copy=None)\n--\n\nNumPy 2 protocol: a CPU Float32/Int32 tensor gives "
+     "the zero-copy view np.from_dlpack gives unless copy=True; any other tensor gives a copy, and "
+     "copy=False then raises ValueError."},
     {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,
      "Build a tensor from a validated TensorRepresentation."},
     {nullptr, nullptr, 0, nullptr}};
@@ -356,7 +375,8 @@ int tensor_module_init(PyObject* module) {
   Tensor_Type.tp_methods = Tensor_methods;
   Tensor_Type.tp_getset = Tensor_getset;
   Tensor_Type.tp_weaklistoffset = offsetof(TensorObject, weakreflist);
-  return add_type(module, &Tensor_Type, "Tensor");
+  if (add_type(module, &Tensor_Type, "Tensor") < 0) return -1;
+  return tensor_data_module_init(module);
 }
 
 }  // namespace swpy

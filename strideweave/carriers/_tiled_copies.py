@@ -1,5 +1,6 @@
-"""TiledEvictable tile copies between tiers and compact Tensors, and the
-visible autograd nodes of projection (gather) and scatter."""
+"""TiledEvictable tile copies between tiers and compact Tensors, the
+visible autograd nodes of projection (gather) and scatter, and the tile by
+tile accumulation of TiledEvictable gradients."""
 from __future__ import annotations
 
 from math import prod
@@ -10,7 +11,7 @@ from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import _encode
 if TYPE_CHECKING:
     from .tiled_evictable import TiledEvictable
-from ._tiled_work import _PRIMARY, _Access, _logical_copy, _route_copy, _tile_coord
+from ._tiled_work import _IMPLICIT, _PRIMARY, _SECONDARY, _Access, _logical_copy, _route_copy, _tile_coord
 
 
 def _compact_tile_view(t_geom: TileGeometry, coord, compact: Tensor, j_coord) -> Tuple[int, Optional[Layout]]:
@@ -171,3 +172,88 @@ class _ScatterOperation(Operation):
             _write_gradient_tiles(grad_te, self._geom, coords, g_compact)
             g_template = Tensor(grad_te, 0, self._template_layout)
         return (g_compact, g_template)
+
+
+# ---------------------------------------------------------------- gradient accumulation
+
+def _flat_tile(c: Carrier, off: int, n: int) -> Tensor:
+    return Tensor(c, off, Layout(Shape([n]), Stride([1])))
+
+
+def _sum_gradients(te, tensor: Tensor, grads) -> Optional[Tensor]:
+    """Tile by tile sum of gradients of the full tensor ``tensor`` of ``te``
+    (each a Tensor in tensor's Layout: a TiledEvictable-backed one of this
+    geometry, or a dense one whose tile k owns slots [k*T, (k+1)*T) from its
+    offset) into a fresh TiledEvictable; a tile no contribution holds stays
+    implicit zero. Spans are added by the central add, never slot by slot.
+    None when a contribution does not fit (the caller then sums values)."""
+    from .._core import add as _add
+    from .tiled_evictable import TiledEvictable
+    st = te._st
+    if st.released or tensor.offset != 0:
+        return None
+    try:
+        te._geometry(tensor)
+    except ValueError:
+        return None
+    layout = tensor.layout
+    sources = []  # (TiledEvictable state, None) or (dense carrier, offset)
+    for g in grads:
+        if not isinstance(g, Tensor) or g.layout != layout:
+            return None
+        c = g.carrier
+        if isinstance(c, TiledEvictable):
+            gst = c._st
+            if g.offset != 0 or gst.released or gst.grid != st.grid or gst.tile != st.tile:
+                return None
+            sources.append((gst, None))
+        elif type(c) is type(st.primary_proto) and not c.is_released() and c.dtype() is st.dtype:
+            sources.append((c, g.offset))
+        else:
+            return None
+    T = st.T
+    out = te._fresh_result(implicit=True)
+    ost = out._st
+    pairs = {}
+    for src, off in sources:
+        if off is None:
+            for c, tok in src.tokens_all():
+                pairs[id(c)] = (c, tok)
+    scratch: Optional[Carrier] = None
+    try:
+        with ost.lock:
+            prim = None
+            for k in range(st.N):
+                parts = []
+                for src, off in sources:
+                    if off is not None:
+                        parts.append((src, off + k * T))
+                        continue
+                    loc = src.loc[k]
+                    if loc == _IMPLICIT:
+                        continue
+                    if loc not in (_PRIMARY, _SECONDARY):
+                        raise RuntimeError(f"gradient tile {_tile_coord(k, st.grid)} is invalid: it holds no value")
+                    parts.append((src.primary if loc == _PRIMARY else src.secondary, k * T))
+                if not parts:
+                    continue
+                if prim is None:
+                    prim = out._ensure_tier(_PRIMARY)
+                    for c, tok in ost.tokens_all():
+                        pairs[id(c)] = (c, tok)
+                with _Access(list(pairs.values())):
+                    c0, o0 = parts[0]
+                    _route_copy(c0, o0, prim, k * T, T)
+                    for c, o in parts[1:]:
+                        if type(c) is not type(prim):
+                            if scratch is None:
+                                scratch = st.primary_proto.allocate_like(T)
+                            _route_copy(c, o, scratch, 0, T)
+                            c, o = scratch, 0
+                        summed = _add(_flat_tile(prim, k * T, T), _flat_tile(c, o, T))
+                        _route_copy(summed.carrier, summed.offset, prim, k * T, T)
+                ost.loc[k], ost.dirty[k] = _PRIMARY, True
+    finally:
+        if scratch is not None:
+            scratch.release()
+    return Tensor(out, 0, layout)

@@ -1,112 +1,92 @@
-"""Completion handles for tiled requests.
+"""Completion handles and profiling records of tiled requests.
 
-The native ``AwaitProjection`` / ``AwaitResidency`` / ``AwaitMove`` types have
-no constructor and no completion entry point reachable from Python (their
-``await_new`` / ``await_complete`` / ``await_fail`` are C-internal), so
-TiledEvictable, written in Python, cannot produce them yet. When
-``_core`` grows the private hooks ``_await_new(kind)``,
-``_await_complete(handle, value)`` and ``_await_fail(handle, exc)`` they are
-used and the handles are the native types; until then the stand-ins below
-implement the same contract (``done``, ``wait()`` returning or raising the
-same object every time, no ``__await__``, not user-constructible,
-weak-referenceable) but are not subclasses of the native ``AwaitResult``.
+Requests return the native handle kinds (``AwaitProjection``,
+``AwaitResidency``, ``AwaitMove``), created and finished through the private
+``_core`` hooks ``_await_new(kind)``, ``_await_complete(handle, value)`` and
+``_await_fail(handle, exc)``: the handles keep the whole ``AwaitResult``
+contract (``done``, ``wait()`` with the GIL released, the same result or
+exception object every time, not user-constructible, weak-referenceable).
+
+Tile transfers are recorded like native moves: a ``move.submit`` event on the
+thread that starts the request and a ``move.complete`` event (its
+``parent_id`` the submit's id) on whichever thread finishes the transfer,
+through ``_core._profiler_session`` / ``_profiler_record``.
 """
 from __future__ import annotations
 
-import threading
-from typing import Any
+from typing import Any, Callable, Optional
 
 from .. import _core
 
-__all__ = ["new_handle", "complete", "fail", "NATIVE_HANDLES"]
+__all__ = ["new_handle", "complete", "fail", "Transfer", "active_session"]
 
-_native_new = getattr(_core, "_await_new", None)
-_native_complete = getattr(_core, "_await_complete", None)
-_native_fail = getattr(_core, "_await_fail", None)
-NATIVE_HANDLES = bool(_native_new and _native_complete and _native_fail)
-
-_TOKEN = object()
-
-
-class _PyAwait:
-    """Python stand-in for a framework-created completion handle."""
-
-    __slots__ = ("_event", "_result", "_error", "_lock", "__weakref__")
-
-    def __init__(self, token: object = None) -> None:
-        if token is not _TOKEN:
-            raise TypeError(f"{type(self).__name__} handles are created by the framework only")
-        self._event = threading.Event()
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def done(self) -> bool:
-        """True once a terminal success or failure is recorded."""
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> Any:
-        """Block until terminal, then return the result or raise the recorded
-        exception (the same object every time)."""
-        if timeout is not None and not (timeout >= 0):
-            raise ValueError("timeout must be a non-negative number or None")
-        # Short slices keep the main thread responsive to Ctrl-C.
-        import time
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._event.wait(0.1):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError("the operation did not complete within the timeout")
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done else ("failed" if self._error is not None else "done")
-        return f"<{type(self).__name__} {state}>"
-
-
-class PendingProjection(_PyAwait):
-    """Stand-in for AwaitProjection: wait() returns one compact Tensor."""
-    __slots__ = ()
-
-
-class PendingResidency(_PyAwait):
-    """Stand-in for AwaitResidency: wait() returns None."""
-    __slots__ = ()
-
-
-class PendingMove(_PyAwait):
-    """Stand-in for AwaitMove[Tensor] (tiled scatter)."""
-    __slots__ = ()
-
-
-_KINDS = {"projection": PendingProjection, "residency": PendingResidency, "move": PendingMove}
+_new = _core._await_new
+_complete = _core._await_complete
+_fail = _core._await_fail
+_session = _core._profiler_session
+_record = _core._profiler_record
+_now = _core._profiler_now_ns
 
 
 def new_handle(kind: str):
-    if NATIVE_HANDLES:
-        return _native_new(kind)  # type: ignore[misc]
-    return _KINDS[kind](_TOKEN)
+    """A fresh pending native handle: kind is "move", "projection" or "residency"."""
+    return _new(kind)
 
 
-def complete(handle, value: Any) -> None:
-    if NATIVE_HANDLES and not isinstance(handle, _PyAwait):
-        _native_complete(handle, value)  # type: ignore[misc]
-        return
-    with handle._lock:
-        if handle._event.is_set():
+def complete(handle, value: Any) -> bool:
+    """Records success; False when the handle was already terminal."""
+    return _complete(handle, value)
+
+
+def fail(handle, exc: BaseException) -> bool:
+    """Records failure with exc; False when the handle was already terminal."""
+    return _fail(handle, exc)
+
+
+def active_session():
+    """The calling thread's active profiling session, or None."""
+    return _session()
+
+
+class Transfer:
+    """Profiling of one tile transfer: ``submitted()`` on the calling thread
+    records move.submit, ``finished(ok)`` on the worker records move.complete.
+    Without an active session both are no-ops."""
+
+    __slots__ = ("session", "carrier_type", "impl_type", "shapes", "start", "submit_id")
+
+    def __init__(self, session, carrier_type: Optional[type], impl_type: Optional[type],
+                 shapes: Optional[tuple] = None) -> None:
+        self.session = session
+        self.carrier_type = carrier_type
+        self.impl_type = impl_type
+        self.shapes = shapes  # kept by sessions that record shapes
+        self.start = _now() if session is not None else 0
+        self.submit_id = 0
+
+    def submitted(self) -> None:
+        if self.session is None:
             return
-        handle._result = value
-        handle._event.set()
+        self.submit_id = _record(self.session, "move.submit", self.carrier_type, self.impl_type, self.start,
+                                 _now() - self.start, True, None, self.shapes)
 
-
-def fail(handle, exc: BaseException) -> None:
-    if NATIVE_HANDLES and not isinstance(handle, _PyAwait):
-        _native_fail(handle, exc)  # type: ignore[misc]
-        return
-    with handle._lock:
-        if handle._event.is_set():
+    def finished(self, ok: bool) -> None:
+        if self.session is None:
             return
-        handle._error = exc
-        handle._event.set()
+        _record(self.session, "move.complete", self.carrier_type, self.impl_type, self.start, _now() - self.start,
+                ok, self.submit_id, self.shapes)
+
+
+def timed(transfer: Optional[Transfer], fn: Callable[[], None]) -> Callable[[], None]:
+    """fn wrapped so that its end is recorded as transfer's move.complete."""
+    if transfer is None or transfer.session is None:
+        return fn
+
+    def run() -> None:
+        ok = False
+        try:
+            fn()
+            ok = True
+        finally:
+            transfer.finished(ok)
+    return run

@@ -85,8 +85,6 @@ def _after_fork_in_child() -> None:
                     c._relinquish_ownership(tok)
                 except Exception:
                     pass
-            if hasattr(req.handle, "_lock"):
-                req.handle._lock = threading.Lock()
             _h.fail(req.handle, RuntimeError("the tiled request was pending at fork; its work did not continue in "
                                              "the child process"))
         st.pending.clear()
@@ -116,6 +114,13 @@ def _zero_of(dtype) -> Any:
 
 def _flat(n: int) -> Layout:
     return Layout(Shape([n]), Stride([1]))
+
+
+def _route_class(src_cls: type, dst_cls: type) -> type:
+    try:
+        return dispatch_move(src_cls, dst_cls)
+    except Exception:
+        return ElementwiseMoveOperation
 
 
 def _route_copy(src: Carrier, src_off: int, dst: Carrier, dst_off: int, count: int) -> None:
@@ -169,8 +174,20 @@ class _Request:
         self.error: Optional[BaseException] = None
         self.commit: Callable[[], Any] = lambda: None
         self.grad_mode = is_grad_enabled()
+        self.session = _h.active_session()  # the starting thread's profiler, if any
+        self.finalizers: List[Callable[[], Any]] = []  # run once at terminal, success or failure
 
-    def submit(self, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[], None], src: Optional[Carrier] = None, dst: Optional[Carrier] = None,
+               impl: Optional[type] = None) -> None:
+        """Runs fn on a worker. With src (the tier or carrier it reads) and dst
+        the job is a tile transfer: profiled as a move.submit / move.complete
+        pair whose implementation is impl (default: the pair's move route)."""
+        if self.session is not None and src is not None:
+            if impl is None and dst is not None:
+                impl = _route_class(type(src), type(dst))
+            transfer = _h.Transfer(self.session, type(src), impl, (Shape(list(self.te._st.tile)),))
+            transfer.submitted()
+            fn = _h.timed(transfer, fn)
         with self.lock:
             self.pending += 1
         _executor().submit(self._run, fn)
@@ -225,6 +242,11 @@ class _Request:
                 for c, tok in self.claims:
                     try:
                         c._relinquish_ownership(tok)
+                    except Exception:
+                        pass
+                for fn in self.finalizers:
+                    try:
+                        fn()
                     except Exception:
                         pass
         if error is None:

@@ -34,10 +34,10 @@ Design notes (decisions this first cut makes):
   telling the caller to ``wait()`` first.
 * Workers are daemon threads; at exit pending requests get at most 10 s,
   after a fork they fail in the child with RuntimeError ("pending at fork").
-* Completion handles: Python cannot create the native ``AwaitProjection`` /
-  ``AwaitResidency`` yet (see ``_tiled_handles``); until ``_core`` exposes a
-  factory, requests return stand-ins with the same ``done``/``wait()``
-  contract.
+* Completion handles are the native ``AwaitProjection`` / ``AwaitResidency``
+  / ``AwaitMove`` kinds, created and finished through private ``_core`` hooks
+  (see ``_tiled_handles``). Each tile transfer is profiled as a
+  ``move.submit`` / ``move.complete`` pair of its request.
 
 Expert routing (64 experts of 1024 x 1024 weights on disk, a router picks a
 few per step, the next step's experts prefetched while this step computes)::
@@ -56,10 +56,12 @@ from __future__ import annotations
 from math import prod
 from typing import List, Optional, Tuple
 
-from .._core import AwaitProjection, AwaitResidency, Carrier, Evictable, Layout, Tensor  # noqa: F401
+from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOperation, Evictable, Layout  # noqa: F401
+from .._core import Tensor
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
+from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
 from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _SECONDARY, _Access, _Request, _route_copy, _State,
@@ -407,6 +409,11 @@ class TiledEvictable(Carrier):
         elif loc == _IMPLICIT:
             _route_copy(self._zeros(), 0, st.primary, k * st.T, st.T)
 
+    def _promote_source(self, loc: str) -> Carrier:
+        """The carrier a promotion from loc reads (profiling)."""
+        st = self._st
+        return st.secondary if loc == _SECONDARY else self._zeros()
+
     def _evict_copy(self, k: int) -> None:
         st = self._st
         _route_copy(st.primary, k * st.T, st.secondary, k * st.T, st.T)
@@ -461,9 +468,10 @@ class TiledEvictable(Carrier):
             req.commit = commit
             for k in moving:
                 if promote:
-                    req.submit(lambda k=k: self._promote_copy(k, before[k]))
+                    req.submit(lambda k=k: self._promote_copy(k, before[k]), self._promote_source(before[k]),
+                               st.primary)
                 elif st.dirty[k]:
-                    req.submit(lambda k=k: self._evict_copy(k))
+                    req.submit(lambda k=k: self._evict_copy(k), st.primary, st.secondary)
         req.seal()
         return handle
 
@@ -580,16 +588,20 @@ class TiledEvictable(Carrier):
                                    "it holds no value to project")
             fresh = destination is None
             dest = st.primary_proto.allocate_like(need) if fresh else destination
+            # A caller's destination is written only at commit, from a fresh
+            # (zero-filled) staging carrier: a request that fails leaves it
+            # untouched, values and version (spec: no partial destination).
+            target = dest if fresh else st.primary_proto.allocate_like(need)
             claims = [(dest, dest._claim_ownership())]
             req = _Request(self, handle, reads=ords, claims=claims)
+            if not fresh:
+                req.finalizers.append(target.release)
             for k in ords:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
             locs = [st.loc[k] for k in ords]
             try:
                 promos = self._apply_plan_promotions(req, plan)
-                if not fresh and _IMPLICIT in locs:
-                    self._zeros()
             except BaseException:
                 self._abort(req)
                 raise
@@ -601,6 +613,8 @@ class TiledEvictable(Carrier):
                 for k in promos:
                     st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
                 self._apply_plan_evictions(plan, set())
+                if not fresh:
+                    _route_copy(target, 0, dest, 0, need)
                 result = Tensor(dest, 0, dense)
                 if want_grad:
                     node = _ProjectOperation(self, tensor, selection, geom, result)
@@ -615,13 +629,13 @@ class TiledEvictable(Carrier):
             req.commit = commit
             for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
                 if loc == _IMPLICIT:
-                    if not fresh:
-                        req.submit(lambda j=j: _route_copy(st.zeros, 0, dest, j * st.T, st.T))
-                    continue
+                    continue  # the fresh target is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, dest, j * st.T))
+                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, target, j * st.T), tier, target,
+                           None if geom.tile_is_canonical(c) else ElementwiseMoveOperation)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
+                           self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle
 
@@ -643,17 +657,28 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ direct operations (hooks)
 
-    def _operand(self, tensor) -> Tensor:
+    def _check_operand(self, tensor) -> None:
+        """The validation half of ``_operand`` (TypeError, RuntimeError when
+        released, ValueError unless tile-footprint compatible): a native
+        direct operation validates every operand before reading any tile."""
+        self._full_tensor_arg(tensor, "operand")
+
+    def _operand(self, tensor, purpose: str = "operation") -> Tensor:
         """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
         primary-class carrier holding every tile's value (a compatible Layout
         reaches exactly the carrier's slots, so copying the physical tiles
         preserves every logical value). The hook a native direct operation
         (add, mul, relu, reduce_sum on a full TiledEvictable Tensor) calls to
-        obtain its dense operand; it records no autograd node."""
+        obtain its dense operand, with purpose ``"operation"`` in forward and
+        ``"backward"`` when a backward reads the saved input's values; it
+        records no autograd node. A tile under a pending residency request
+        raises RuntimeError (wait() for that request first)."""
+        if purpose not in ("operation", "backward"):
+            raise ValueError(f"_operand() purpose must be 'operation' or 'backward', not {purpose!r}")
         self._full_tensor_arg(tensor, "operand")
         st = self._st
         everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = self._consult_policy(everything, "operation")
+        plan = self._consult_policy(everything, purpose)
         handle = _h.new_handle("projection")
         with st.lock:
             self._check_live()
@@ -688,30 +713,57 @@ class TiledEvictable(Carrier):
                 if loc == _IMPLICIT:
                     continue  # the fresh destination is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T))
+                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T), tier, dest)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]))
+                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
+                           self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle.wait()
 
-    def _gradient(self, tensor, dense_grad) -> Tensor:
+    def _gradient(self, tensor, dense_grad, zero_tiles=None) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense
         cotangent with the same Layout (what ``_operand`` produced): a fresh
         TiledEvictable of this geometry and tier classes whose primary holds
-        the cotangent's slots (every tile primary-resident and dirty)."""
+        the cotangent's slots (primary-resident and dirty), except the tiles
+        whose ordinals ``zero_tiles`` lists (all-zero slots, found by the
+        caller), which stay valid implicit zero."""
         if not isinstance(dense_grad, Tensor) or dense_grad.layout != tensor.layout:
             raise ValueError("the dense gradient must have the operand's Layout")
         st = self._st
+        zero = set(zero_tiles or ())
         out = self._fresh_result(implicit=True)
         ost = out._st
         src = dense_grad.carrier
+        if len(zero) == st.N:
+            return Tensor(out, 0, tensor.layout)
+        T = st.T
         with ost.lock:
             prim = out._ensure_tier(_PRIMARY)
             with _Access(ost.tokens_all()):
-                _route_copy(src, dense_grad.offset, prim, 0, st.total)
-                for k in range(st.N):
-                    ost.loc[k], ost.dirty[k] = _PRIMARY, True
+                if not zero:
+                    _route_copy(src, dense_grad.offset, prim, 0, st.total)
+                k = 0
+                while k < st.N:
+                    if k in zero:
+                        k += 1
+                        continue
+                    run = k  # one copy per run of non-zero tiles
+                    while run < st.N and run not in zero:
+                        ost.loc[run], ost.dirty[run] = _PRIMARY, True
+                        run += 1
+                    if zero:
+                        _route_copy(src, dense_grad.offset + k * T, prim, k * T, (run - k) * T)
+                    k = run
         return Tensor(out, 0, tensor.layout)
+
+    def _sum_gradients(self, tensor, grads):
+        """Hook of the native gradient accumulation for a full tensor of this
+        carrier: the sum of ``grads`` as a fresh TiledEvictable-backed
+        Tensor in tensor's Layout, tile by tile (untouched tiles implicit
+        zero), or NotImplemented when a contribution does not fit (the
+        caller then sums value by value)."""
+        r = _sum_tile_gradients(self, tensor, grads)
+        return NotImplemented if r is None else r
 
     # ------------------------------------------------------------ scatter
 
@@ -803,7 +855,7 @@ class TiledEvictable(Carrier):
                     with _Access(out_tokens):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
                                       tier if reduction == "add" else None, reduction == "add")
-                req.submit(job)
+                req.submit(job, compact.carrier, oprim)
         req.seal()
         return handle
 

@@ -34,14 +34,6 @@ dl::ExportSpec spec_for(const Layout& l, void* data, uint64_t byte_offset = 0) {
 
 }  // namespace
 
-TEST(DLPackAbi, SizesMatchUpstream) {
-  EXPECT_EQ(sizeof(DLTensor), 48u);
-  EXPECT_EQ(sizeof(DLManagedTensor), 64u);
-  EXPECT_EQ(sizeof(DLManagedTensorVersioned), 80u);
-  EXPECT_EQ(DLPACK_FLAG_BITMASK_READ_ONLY, 1u);
-  EXPECT_EQ(DLPACK_FLAG_BITMASK_IS_COPIED, 2u);
-}
-
 TEST(DLPackExport, DtypeMapping) {
   DLDataType t{};
   ASSERT_TRUE(dl::dl_dtype_for(sw::DTypeCode::Float32, &t));

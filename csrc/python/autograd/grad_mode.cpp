@@ -3,6 +3,13 @@
 // re-entrant context manager and a decorator), is_grad_enabled and
 // set_grad_enabled.
 #include "autograd/internal.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/scopes.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
 
 namespace swpy {
 

@@ -1,6 +1,7 @@
 // Helpers private to the autograd family's files (not for other families).
 #pragma once
-#include "sw.hpp"
+#include "module.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::autograd {
 

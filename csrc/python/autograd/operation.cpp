@@ -8,6 +8,18 @@
 // version tokens and sets result.autograd_ctx to the operation. An Operation
 // instance records at most one forward pass.
 #include "autograd/internal.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "profiler_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
+#include "clock.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
 
 namespace swpy {
 

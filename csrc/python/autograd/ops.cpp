@@ -4,6 +4,10 @@
 // The node types' forward and backward live in ops_binary.cpp and
 // ops_unary.cpp; the shared machinery in ops_support.cpp.
 #include "autograd/ops_support.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
 
 namespace swpy {
 

@@ -6,6 +6,12 @@
 // OverflowError on both storage paths; an Int32 tensor multiplies only by an
 // int.
 #include "autograd/ops_support.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 
@@ -31,10 +37,11 @@ int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::Layou
 
 enum class Binary { Add, Mul };
 
-PyObject* binary_forward(Binary kind, const Operand& a, const Operand& b, const char* op) {
+PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
   sw::Layout out;
   Leaves la, lb;
-  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0) return nullptr;
+  // Shapes are checked before a tiled operand's tiles are read.
+  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0 || ready_operands(&a, &b, op) < 0) return nullptr;
   const int64_t n = out.size();
   if (a.host && b.host)
     return host_forward(op, a, out, [&](void* data) {
@@ -76,8 +83,8 @@ PyObject* Add_backward(PyObject* self, PyObject* g) {
   PyObject* a = PyTuple_GET_ITEM(in, 0);
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Ref ga, gb;
-  if (differentiable(a) && !(ga = Ref::steal(reduce_to(go, a, "add")))) return nullptr;
-  if (differentiable(b) && !(gb = Ref::steal(reduce_to(go, b, "add")))) return nullptr;
+  if (differentiable(a) && !(ga = Ref::steal(input_gradient(a, reduce_to(go, a, "add"), "add")))) return nullptr;
+  if (differentiable(b) && !(gb = Ref::steal(input_gradient(b, reduce_to(go, b, "add"), "add")))) return nullptr;
   return pair_or_none(ga.release(), gb.release());
 }
 
@@ -100,12 +107,13 @@ int scalar_value(DTypeCode dtype, PyObject* s, double* sd, long long* si) {
   return 0;
 }
 
-PyObject* scalar_forward(PyObject* self, const Operand& a, PyObject* s) {
+PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
   if (a.dtype == DTypeCode::Int32 && !PyLong_Check(s)) {
     PyErr_Format(PyExc_TypeError, "mul(): an Int32 tensor multiplies only by an int, not %.100s",
                  Py_TYPE(s)->tp_name);
     return nullptr;
   }
+  if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
   Py_XSETREF(reinterpret_cast<MulOperationObject*>(self)->scalar, Py_NewRef(s));
   sw::Layout out;
   if (forward_call("mul", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
@@ -216,14 +224,19 @@ PyObject* Mul_backward(PyObject* self, PyObject* g) {
   PyObject* a = PyTuple_GET_ITEM(in, 0);
   if (s) {
     if (!differentiable(a)) return single(Py_NewRef(Py_None));
-    return single(mul_grad(go, a, nullptr, s));
+    return single(input_gradient(a, mul_grad(go, a, nullptr, s), "mul"));
   }
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Operand ao, bo;
-  if (saved_operand(a, "mul", &ao) < 0 || saved_operand(b, "mul", &bo) < 0) return nullptr;
+  // A tiled input's values are read (materialized) only when the other
+  // input's gradient needs them.
+  const bool da = differentiable(a), db = differentiable(b);
+  if ((db ? saved_values(a, "mul", &ao) : saved_operand(a, "mul", &ao)) < 0 ||
+      (da ? saved_values(b, "mul", &bo) : saved_operand(b, "mul", &bo)) < 0)
+    return nullptr;
   Ref ga, gb;
-  if (differentiable(a) && !(ga = Ref::steal(mul_grad(go, a, &bo, nullptr)))) return nullptr;
-  if (differentiable(b) && !(gb = Ref::steal(mul_grad(go, b, &ao, nullptr)))) return nullptr;
+  if (da && !(ga = Ref::steal(input_gradient(a, mul_grad(go, a, &bo, nullptr), "mul")))) return nullptr;
+  if (db && !(gb = Ref::steal(input_gradient(b, mul_grad(go, b, &ao, nullptr), "mul")))) return nullptr;
   return pair_or_none(ga.release(), gb.release());
 }
 

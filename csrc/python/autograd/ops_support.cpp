@@ -3,6 +3,13 @@
 #include "autograd/ops_support.hpp"
 
 #include <cstdio>
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 
@@ -40,20 +47,28 @@ int view_operand(PyObject* t, const char* op, Operand* o) {
   o->offset = tt->offset;
   o->layout = &layout_of(tt->layout);
   o->dtype = dtype_code(tt->dtype);
+  o->cls = Py_TYPE(tt->carrier);
   return check_live(*o, op);
 }
 
 int compute_operand(PyObject* t, const char* op, Operand* o) {
   if (view_operand(t, op, o) < 0) return -1;
   o->host = carrier_host_data(o->carrier);
+  bool host_path = o->host != nullptr;
   if (!o->host && !PyObject_TypeCheck(o->carrier, &Generic_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not a %s carrier", op,
-                 type_name(o->carrier));
-    return -1;
+    // Only here (neither CPU nor Generic) is a TiledEvictable looked for.
+    const int tiled = tiled_operand(op, o);
+    if (tiled < 0) return -1;
+    if (!tiled) {
+      PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not a %s carrier", op,
+                   type_name(o->carrier));
+      return -1;
+    }
+    host_path = PyType_IsSubtype(o->cls, &CPU_Type);
   }
-  const bool ok = o->host ? K::supports(o->dtype)
-                          : (o->dtype == DTypeCode::Any || o->dtype == DTypeCode::Floating ||
-                             o->dtype == DTypeCode::Float32 || o->dtype == DTypeCode::Int32);
+  const bool ok = host_path ? K::supports(o->dtype)
+                            : (o->dtype == DTypeCode::Any || o->dtype == DTypeCode::Floating ||
+                               o->dtype == DTypeCode::Float32 || o->dtype == DTypeCode::Int32);
   if (!ok) {
     PyErr_Format(PyExc_TypeError, "%s() does not support %s tensors", op, dtype_label(as_tensor(t)->dtype));
     return -1;
@@ -62,9 +77,16 @@ int compute_operand(PyObject* t, const char* op, Operand* o) {
 }
 
 int check_pair(const Operand& a, const Operand& b, const char* op) {
-  if (Py_TYPE(a.carrier) != Py_TYPE(b.carrier)) {
-    PyErr_Format(PyExc_TypeError, "%s() needs tensors of one carrier class, got %s and %s", op, type_name(a.carrier),
-                 type_name(b.carrier));
+  if (a.cls != b.cls) {
+    if (a.tiled || b.tiled)
+      PyErr_Format(PyExc_TypeError,
+                   "%s() needs tensors of one carrier class (a TiledEvictable computes in its primary's class), "
+                   "got %s%s%s and %s%s%s",
+                   op, type_name(a.carrier), a.tiled ? " with primary " : "", a.tiled ? type_name(a.cls) : "",
+                   type_name(b.carrier), b.tiled ? " with primary " : "", b.tiled ? type_name(b.cls) : "");
+    else
+      PyErr_Format(PyExc_TypeError, "%s() needs tensors of one carrier class, got %s and %s", op,
+                   type_name(a.carrier), type_name(b.carrier));
     return -1;
   }
   if (a.dtype != b.dtype || (a.dtype == DTypeCode::Compound)) {

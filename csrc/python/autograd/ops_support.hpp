@@ -19,6 +19,9 @@
 
 #include "autograd/internal.hpp"
 #include "kernels.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy::ops {
 
@@ -31,12 +34,20 @@ using autograd::dtype_label;
 // ------------------------------------------------------------ operands
 
 struct Operand {
-  PyObject* tensor = nullptr;   // borrowed
+  PyObject* tensor = nullptr;   // borrowed (the dense operand once a tiled one is materialized)
   PyObject* carrier = nullptr;  // borrowed
   Py_ssize_t offset = 0;
   const sw::Layout* layout = nullptr;
   DTypeCode dtype = DTypeCode::Any;
   void* host = nullptr;  // slot 0 of native host storage; NULL on the values path
+  // The class the arithmetic runs in: the carrier's, or a TiledEvictable's
+  // primary class (its dense operand lives there).
+  PyTypeObject* cls = nullptr;
+  // A full TiledEvictable tensor (ops_tiled.cpp): its carrier (borrowed)
+  // and, once materialized, the dense operand that tensor/carrier/host
+  // describe (owned).
+  PyObject* tiled = nullptr;
+  Ref dense;
 
   const sw::Layout& L() const { return *layout; }
   // Address of the tensor's offset slot in host storage.
@@ -57,6 +68,34 @@ int check_pair(const Operand& a, const Operand& b, const char* op);
 // backward time.
 int cotangent_operand(PyObject* g, const char* op, Operand* o);
 int saved_operand(PyObject* t, const char* op, Operand* o);
+
+// ------------------------------------------------------------ tiled operands (ops_tiled.cpp)
+//
+// A full TiledEvictable tensor is a direct operand of add, mul, relu and
+// reduce_sum: after every operand is validated (the tile-footprint rule
+// included), the carrier's _operand hook makes every logical value available
+// in a dense tensor of its primary class (blocking; no autograd node), the
+// operation computes on that, and its node saves the tiled tensor itself.
+// Backward re-materializes values it needs (purpose "backward") and hands
+// the tiled input its gradient through the carrier's _gradient hook (a
+// fresh TiledEvictable).
+
+// True when c is a TiledEvictable. Cheap for CPU and Generic carriers.
+bool is_tiled_carrier(PyObject* c);
+// Completes compute_operand for a carrier that is neither host memory nor
+// Generic: 1 when it is a TiledEvictable whose tensor passes the
+// tile-footprint rule (ValueError otherwise; o->tiled, o->cls set), 0 when
+// not tiled, -1 with an exception.
+int tiled_operand(const char* op, Operand* o);
+// Materializes the tiled operands once the operation has validated
+// everything; b may be NULL. 0 / -1.
+int ready_operands(Operand* a, Operand* b, const char* op);
+// saved_operand for a backward that reads values: a tiled input is
+// materialized (purpose "backward").
+int saved_values(PyObject* t, const char* op, Operand* o);
+// A dense gradient (stolen) for input x: wrapped into a fresh TiledEvictable
+// gradient when x is a tiled tensor, else returned as it is.
+PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op);
 
 // Engine work of operation op: errors name "op(): ..." (forward) or
 // "op backward: ..." (backward).

@@ -7,6 +7,10 @@
 #include <cmath>
 
 #include "autograd/ops_support.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "util/ref.hpp"
 
 namespace swpy::ops {
 
@@ -75,7 +79,7 @@ PyObject* Relu_forward(PyObject*, PyObject* args) {
   PyObject* x;
   if (!PyArg_UnpackTuple(args, "relu", 1, 1, &x)) return nullptr;
   Operand a;
-  if (compute_operand(x, "relu", &a) < 0) return nullptr;
+  if (compute_operand(x, "relu", &a) < 0 || ready_operands(&a, nullptr, "relu") < 0) return nullptr;
   sw::Layout out;
   if (forward_call("relu", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
   if (!a.host) return relu_values(a, out);
@@ -88,8 +92,12 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
   if (!in) return nullptr;
   Operand go, xo;
   PyObject* x = PyTuple_GET_ITEM(in, 0);
-  if (cotangent_operand(g, "relu", &go) < 0 || saved_operand(x, "relu", &xo) < 0) return nullptr;
-  if (!differentiable(x)) return single(Py_NewRef(Py_None));
+  if (cotangent_operand(g, "relu", &go) < 0) return nullptr;
+  if (!differentiable(x)) {
+    if (saved_operand(x, "relu", &xo) < 0) return nullptr;
+    return single(Py_NewRef(Py_None));
+  }
+  if (saved_values(x, "relu", &xo) < 0) return nullptr;
   if (!(go.L().shape() == xo.L().shape())) {
     PyErr_SetString(PyExc_ValueError, "relu backward: the gradient's shape does not match the input's shape");
     return nullptr;
@@ -99,10 +107,10 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
   PyObject* lobj = grad_layout_object(x, gl);
   const int64_t cos = gl.cosize();
   if (go.host_f32() && xo.host_f32())
-    return single(host_gradient("relu", go, gl, lobj, false, [&](void* out) {
+    return single(input_gradient(x, host_gradient("relu", go, gl, lobj, false, [&](void* out) {
       K::relu_backward(static_cast<const float*>(go.at()), go.L().leaves(), static_cast<const float*>(xo.at()),
                        xo.L().leaves(), static_cast<float*>(out), gl.leaves());
-    }));
+    }), "relu"));
   std::vector<int64_t> ig, ix, io;
   if (index_list(go.L().leaves(), ig) < 0 || index_list(xo.L().leaves(), ix) < 0 ||
       index_list(gl.leaves(), io) < 0)
@@ -121,7 +129,7 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     if (!gv) return nullptr;
     list_store(list.get(), io[k], gv);
   }
-  return single(wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj));
+  return single(input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj), "relu"));
 }
 
 // ---------------------------------------------------------------- reduce_sum
@@ -130,7 +138,7 @@ PyObject* ReduceSum_forward(PyObject*, PyObject* args) {
   PyObject* x;
   if (!PyArg_UnpackTuple(args, "reduce_sum", 1, 1, &x)) return nullptr;
   Operand a;
-  if (compute_operand(x, "reduce_sum", &a) < 0) return nullptr;
+  if (compute_operand(x, "reduce_sum", &a) < 0 || ready_operands(&a, nullptr, "reduce_sum") < 0) return nullptr;
   sw::Layout out;
   if (forward_call("reduce_sum", [&] { out = sw::compact(sw::IntTree::node({})); }) < 0) return nullptr;
   if (a.host)
@@ -173,9 +181,9 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   const int64_t cos = gl.cosize();
   const int64_t g0 = go.L().index_of_ordinal(0);
   if (go.host_f32())
-    return single(host_gradient("reduce_sum", go, gl, lobj, false, [&](void* out) {
+    return single(input_gradient(x, host_gradient("reduce_sum", go, gl, lobj, false, [&](void* out) {
       K::copy(DTypeCode::Float32, static_cast<const float*>(go.at()) + g0, fill, out, gl.leaves());
-    }));
+    }), "reduce_sum"));
   std::vector<int64_t> io;
   if (index_list(gl.leaves(), io) < 0) return nullptr;
   Ref v = Ref::steal(get_slot(go, g0));
@@ -183,7 +191,8 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
   if (!list) return nullptr;
   for (int64_t slot : io) list_store(list.get(), slot, v.new_ref());
-  return single(wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj));
+  return single(
+      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj), "reduce_sum"));
 }
 
 }  // namespace

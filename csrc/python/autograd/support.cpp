@@ -1,5 +1,11 @@
 // Small helpers shared by the autograd family (see autograd/internal.hpp).
 #include "autograd/internal.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "tensor_object.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
 
 namespace swpy::autograd {
 

@@ -2,7 +2,8 @@
 // and hooks; extension/storage.cpp: definition-backed storage). Everything
 // here needs the GIL.
 #pragma once
-#include "sw.hpp"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
 namespace swpy::ext {
 

@@ -2,6 +2,11 @@
 // CarrierDefinition gets, driving its slots through the StorageProvider's
 // callables, and its constructor Cls(slots, *, dtype, mutable=True).
 #include "extension/extension.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "extension/extension_api.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 

@@ -8,6 +8,19 @@
 #include <new>
 
 #include "move/internal.hpp"
+#include "dtype_object.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "await_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "profiler_api.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
+#include "clock.hpp"
 
 namespace swpy {
 

@@ -5,6 +5,11 @@
 #include <exception>
 
 #include "move/internal.hpp"
+#include "dtype_object.hpp"
+#include "carrier_object.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy::move_internal {
 

@@ -18,6 +18,8 @@
 
 #include "move/move.hpp"
 #include "transfer/copy_plan.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
 
 namespace swpy::move_internal {
 

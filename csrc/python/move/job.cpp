@@ -18,6 +18,18 @@
 #include <unordered_set>
 
 #include "move/internal.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "await_object.hpp"
+#include "autograd/autograd.hpp"
+#include "profiler_api.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/compat.hpp"
+#include "util/scopes.hpp"
+#include "clock.hpp"
+#include "executor.hpp"
 
 namespace swpy::move_internal {
 

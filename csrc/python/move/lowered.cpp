@@ -4,6 +4,14 @@
 // without ownership checks or claims, autograd node, profiling events or
 // source release.
 #include "move/internal.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy {
 

@@ -4,10 +4,7 @@
 // (Evictable residency). What only the move files share is in
 // move/internal.hpp.
 #pragma once
-// OperationObject and the other layouts this header builds on. sw.hpp
-// includes this header (once its own declarations are in place), so either
-// include order works.
-#include "sw.hpp"
+#include "autograd/autograd.hpp"
 
 namespace swpy {
 

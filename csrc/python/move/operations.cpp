@@ -2,6 +2,15 @@
 // abstract _copy hook), ElementwiseMoveOperation and the registered bulk
 // CPU <-> FileBacked operations with their built-in _copy methods.
 #include "move/internal.hpp"
+#include "layout_object.hpp"
+#include "carrier_object.hpp"
+#include "tensor_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "module.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
+#include "util/scopes.hpp"
 
 namespace swpy {
 

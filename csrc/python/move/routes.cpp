@@ -3,6 +3,11 @@
 // operation classes' pins, and route resolution (carrier-definition hooks
 // first, then the registry, then ElementwiseMoveOperation).
 #include "move/internal.hpp"
+#include "carrier_object.hpp"
+#include "move/move.hpp"
+#include "autograd/autograd.hpp"
+#include "util/ref.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 

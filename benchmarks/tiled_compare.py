@@ -1,0 +1,278 @@
+"""TiledEvictable rows of compare.py (python benchmarks/compare.py
+--only-tiled), or standalone: python benchmarks/tiled_compare.py [--quick].
+
+The issue 13 use case: 64 expert matrices of 1024 x 1024 Float32 (256 MiB)
+as 64 tiles on a FileBacked secondary; a router picks 4 experts per step.
+
+* cold projection: ``te.project(w, 4 tiles).wait()`` from the secondary vs
+  the NumPy gather of the same 4 tiles, ``np.take`` on an ``np.memmap`` of
+  the same file (copied into memory), interleaved, medians. Target <= 1.0.
+  Twice: through the page cache (the file was just written), which
+  compares the copy paths and per-request overhead, and from disk, the
+  file's pages dropped from the cache before every sample
+  (posix_fadvise DONTNEED after fsync; no root needed).
+* prefetch: S steps of (project the step's 4 experts, run a compute loop
+  of elementwise passes over them). "cold" projects on demand; "prefetch" issues ``promote_async`` of
+  the next step's experts before computing this step (one step ahead) and
+  evicts the finished step's experts (clean: no write back). Hidden share =
+  1 - (prefetch - compute) / (cold - compute); the projection copy out of
+  the primary (in memory) is never hidden, so the share stays below 100%.
+  Also twice, page cache and disk.
+* memory: peak RSS of one cold projection of 4 tiles, in a child process
+  (VmHWM reset through /proc/self/clear_refs after building the 256 MiB
+  file), against the selected bytes (16 MiB); np.take for reference.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+if __name__ == "__main__" and os.environ.get("STRIDEWEAVE_BUILD"):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import strideweave as sw  # noqa: E402
+from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet  # noqa: E402
+
+F32 = sw.DType.Float32
+EXPERTS, ROWS, COLS = 64, 1024, 1024
+TILE = ROWS * COLS
+K = 4  # experts per step
+ns = time.perf_counter_ns
+
+
+def build(experts=EXPERTS):
+    """(te, weights, memmap of the same file): every tile secondary-resident
+    on a FileBacked holding expert e's matrix at tile e."""
+    n = experts * TILE
+    flat = sw.Layout(sw.Shape(n), sw.Stride(1))
+    c = sw.CPU(n, empty=True)
+    np.from_dlpack(sw.Tensor(c, 0, flat))[:] = np.arange(n, dtype=np.float32)
+    fb = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier  # releases c
+    te = TiledEvictable(sw.CPU(0), fb, (experts, 1, 1), (1, ROWS, COLS))
+    weights = sw.Tensor(te, 0, te.canonical_layout())
+    mm = np.memmap(te.secondary.path, dtype=np.float32, mode="r", shape=(experts, TILE))
+    return te, weights, mm
+
+
+def selection(experts):
+    return TileSelection([list(experts), [0], [0]])
+
+
+def compact_array(t, k=K):
+    """The compact projection as a (k, TILE) ndarray over its storage (tile
+    j holds expert j's slots in the file's order)."""
+    n = k * TILE
+    return np.from_dlpack(sw.Tensor(t.carrier, t.offset, sw.Layout(sw.Shape(n), sw.Stride(1)))).reshape(k, TILE)
+
+
+def drop_cache(path):
+    """Evicts the file's clean pages from the page cache (no root needed;
+    pages still mapped by a process stay), so the next read goes to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cold_rows(add, te, w, rep, from_disk=False):
+    """Cold 4-tile projection vs np.take on an np.memmap of the same file;
+    from_disk drops the file from the page cache before each sample (and
+    maps it afresh for NumPy: a live mapping keeps its pages cached)."""
+    path = str(te.secondary.path)
+    mm = None if from_disk else np.memmap(path, dtype=np.float32, mode="r", shape=(EXPERTS, TILE))
+    rng = np.random.default_rng(0)
+    ours, theirs = [], []
+    for _ in range(rep):
+        idx = [int(e) for e in rng.choice(EXPERTS, K, replace=False)]
+        sel = selection(idx)
+        if from_disk:
+            drop_cache(path)
+        t0 = ns()
+        r = te.project(w, sel).wait()
+        t1 = ns()
+        if from_disk:
+            drop_cache(path)
+        t2 = ns()
+        if from_disk:  # a mapping keeps its pages cached: map afresh
+            mm = np.memmap(path, dtype=np.float32, mode="r", shape=(EXPERTS, TILE))
+        a = np.take(mm, idx, axis=0)
+        if from_disk:
+            del mm
+        t3 = ns()
+        ours.append(t1 - t0)
+        theirs.append(t3 - t2)
+        assert np.array_equal(compact_array(r), a)
+        del r, a
+    o, t = statistics.median(ours), statistics.median(theirs)
+    where = "disk (page cache dropped)" if from_disk else "page cache"
+    add(f"project {K} cold tiles (16 MiB), {where}  vs np.take(np.memmap)", o, t, "<= 1.0")
+    return o, t
+
+
+def schedule(steps, seed=1):
+    """Expert sets per step, consecutive steps disjoint (every prefetch moves data)."""
+    rng = np.random.default_rng(seed)
+    out, prev = [], set()
+    for _ in range(steps):
+        pick = [int(e) for e in rng.permutation([e for e in range(EXPERTS) if e not in prev])[:K]]
+        out.append(pick)
+        prev = set(pick)
+    return out
+
+
+def compute(buf, r, work):
+    """The step's work: `work` elementwise passes over the 4 selected experts
+    (NumPy ufuncs release the GIL and use one core, so the time is
+    predictable on a shared machine, unlike a threaded BLAS call)."""
+    mats = compact_array(r)
+    np.multiply(mats, 1.0001, out=buf)
+    for _ in range(work - 1):
+        np.multiply(buf, 1.0001, out=buf)
+    return float(np.maximum(buf, 0).sum())
+
+
+def run_steps(te, w, plan, buf, work, prefetch, from_disk=False):
+    everything = TileSet([(e, 0, 0) for e in range(EXPERTS)])
+    te.evict(everything)  # every tile cold (clean tiles: metadata only)
+    if from_disk:
+        drop_cache(str(te.secondary.path))
+    t0 = ns()
+    pending = te.promote_async(selection(plan[0])) if prefetch else None
+    for i, experts in enumerate(plan):
+        nxt = None
+        if prefetch:
+            if i + 1 < len(plan):
+                nxt = te.promote_async(selection(plan[i + 1]))
+            pending.wait()
+        r = te.project(w, selection(experts)).wait()
+        compute(buf, r, work)
+        if prefetch:
+            te.evict(selection(experts))
+            pending = nxt
+    return ns() - t0
+
+
+def prefetch_rows(add, te, w, steps, work, rep, from_disk=False):
+    plan = schedule(steps)
+    buf = np.empty((K, TILE), dtype=np.float32)
+    r0 = te.project(w, selection(plan[0])).wait()
+    cold, pre, comp = [], [], []
+    for _ in range(rep):
+        cold.append(run_steps(te, w, plan, buf, work, False, from_disk))
+        pre.append(run_steps(te, w, plan, buf, work, True, from_disk))
+        t0 = ns()
+        for _ in plan:
+            compute(buf, r0, work)
+        comp.append(ns() - t0)
+    c, p, k = statistics.median(cold), statistics.median(pre), statistics.median(comp)
+    transfer = c - k
+    hidden = 1.0 - (p - k) / transfer if transfer > 0 else float("nan")
+    where = "disk" if from_disk else "page cache"
+    add(f"{steps} steps x {K} experts, {work} compute passes, {where}: prefetch one step ahead  vs on demand", p, c)
+    add(f"  compute alone ({steps} steps)  vs on-demand steps ({where})", k, c)
+    add(f"  share of the on-demand transfer time hidden by prefetch ({where})", None, None, ratio=f"{hidden:.0%}")
+    return c, p, k, hidden
+
+
+# ------------------------------------------------------------------ memory
+
+def _status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def rss_child(mode):
+    """Runs in a child: builds the 256 MiB file, resets the peak, gathers 4
+    tiles (ours or NumPy), prints JSON {base, peak, selected}."""
+    te, w, mm = build()
+    idx = [3, 17, 42, 60]
+    import gc
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    base = _status("VmRSS")
+    if mode == "ours":
+        r = te.project(w, selection(idx)).wait()
+    else:
+        r = np.take(mm, idx, axis=0)
+    peak = _status("VmHWM")
+    print(json.dumps({"base": base, "peak": peak, "selected": K * TILE * 4}))
+    del r
+
+
+def memory_rows(add):
+    out = {}
+    for mode in ("ours", "numpy"):
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--rss-child", mode], env=env,
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            add(f"peak RSS child ({mode}) failed: {proc.stderr.strip().splitlines()[-1:]}", None, None)
+            return None
+        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours, theirs = out["ours"], out["numpy"]
+    grow_o, grow_t = ours["peak"] - ours["base"], theirs["peak"] - theirs["base"]
+    sel = ours["selected"]
+    add(f"peak RSS growth of a 4-tile projection (selected {sel >> 20} MiB)  vs np.take", None, None,
+        ratio=f"{grow_o / 2**20:.1f} MiB vs {grow_t / 2**20:.1f} MiB (selected + {(grow_o - sel) / 2**20:.1f} MiB)",
+        target="selected + const")
+    return grow_o, grow_t, sel
+
+
+def rows(add, rep, steps=8, work=4):
+    te, w, _ = build()
+    try:
+        for from_disk in (False, True):
+            cold_rows(add, te, w, rep, from_disk)
+        for from_disk in (False, True):
+            prefetch_rows(add, te, w, steps, work, max(1, rep // 3), from_disk)
+    finally:
+        te.release()
+    memory_rows(add)
+
+
+def _fmt(t_ns):
+    if t_ns is None:
+        return "-"
+    return f"{t_ns / 1e6:.2f} ms"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=9, help="samples of the cold projection (median taken)")
+    ap.add_argument("--steps", type=int, default=8, help="router steps per prefetch sample")
+    ap.add_argument("--work", type=int, default=4, help="elementwise compute passes per step")
+    ap.add_argument("--quick", action="store_true", help="3 samples")
+    ap.add_argument("--rss-child", choices=("ours", "numpy"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.rss_child:
+        rss_child(args.rss_child)
+        return 0
+    out = []
+
+    def add(case, ours, theirs, target=None, ratio=None):
+        r = ratio if ratio is not None else (f"{ours / theirs:.3f}" if theirs else "-")
+        out.append((case, _fmt(ours), _fmt(theirs), r, target or ""))
+
+    rows(add, 3 if args.quick else args.repeat, args.steps, args.work)
+    width = max(len(r[0]) for r in out)
+    print(f"{'case':<{width}}  {'strideweave':>12}  {'reference':>12}  ratio  target")
+    for case, o, t, r, target in out:
+        print(f"{case:<{width}}  {o:>12}  {t:>12}  {r}  {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""What the tests share: tensor builders (one builder, one fill rule), the
+subprocess runner, and small Python test carriers. Test modules import these
+names with ``from conftest import ...`` (pytest puts tests/ on sys.path and
+registers this file as the ``conftest`` module). The DLPack ctypes views stay
+in _dlpack_support.py, because subprocess scripts import them too; its test
+carriers are re-exported here.
+"""
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+
+import strideweave as sw
+
+F32 = sw.DType.Float32
+I32 = sw.DType.Int32
+WAIT = 10.0  # seconds: the bound on every wait in the movement tests
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+# The folder holding the strideweave package this process imported (the
+# source tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
+
+# ------------------------------------------------------------ builders
+
+# The one fill rule: every slot of a built carrier that no given value lands
+# in holds FILL (False for Bool), so a read of an unaddressed slot shows up.
+FILL = 77
+
+
+def fill_for(dtype):
+    return False if dtype is sw.DType.Bool else FILL
+
+
+def layout(shape, stride):
+    return sw.Layout(sw.Shape(shape), sw.Stride(stride))
+
+
+def canonical(shape):
+    return sw.Layout.canonical(sw.Shape(shape))
+
+
+def tensor(values, lay=None, *, offset=0, dtype=F32, kind="cpu", placement="logical", size=None):
+    """A tensor over a fresh carrier (kind "cpu": CPU, else Generic) of
+    ``size`` slots (default offset + lay.cosize), every slot FILL first.
+
+    placement "logical": values are the tensor's logical values (flat,
+    first-mode-fastest): values[i] lands in slot offset + lay.index(i), and
+    there must be exactly lay.size of them. placement "slots": values[i]
+    lands in slot offset + i, whatever the layout addresses.
+    """
+    values = list(values)
+    lay = lay if lay is not None else canonical([len(values)])
+    if placement == "logical":
+        assert lay.size == len(values), (lay, len(values))
+        targets = [offset + lay.index(i) for i in range(len(values))]
+    else:
+        assert placement == "slots", placement
+        targets = [offset + i for i in range(len(values))]
+    n = size if size is not None else offset + lay.cosize
+    fill = fill_for(dtype)
+    if kind == "cpu":
+        c = sw.CPU(n, dtype=dtype)
+        for i in range(n):
+            c[i] = fill
+    else:
+        c = sw.Generic([fill] * n, dtype=dtype)
+    for k, v in zip(targets, values):
+        c[k] = v
+    return sw.Tensor(c, offset, lay)
+
+
+def cpu_tensor(vals, lay=None, offset=0, dtype=F32, size=None):
+    """The movement tests' shorthand: tensor(placement="slots") on a CPU
+    carrier, so vals are the slots from offset on."""
+    return tensor(vals, lay, offset=offset, dtype=dtype, placement="slots", size=size)
+
+
+def values(t):
+    """Logical values in flat (first-mode-fastest) order."""
+    return [t[i] for i in range(t.size())]
+
+
+def slots(c):
+    return [c[i] for i in range(c.size())]
+
+
+def f32(x):
+    """x rounded to binary32."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+# ------------------------------------------------------------ subprocesses
+
+
+def child_env(extra=None, pythonpath=()):
+    """The environment of a child that must import the same strideweave as
+    this process: PACKAGE_ROOT (and any extra folders) first on PYTHONPATH,
+    STRIDEWEAVE_BUILD made absolute (the child may run elsewhere)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*pythonpath, PACKAGE_ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
+    env.update(extra or {})
+    return env
+
+
+def run_python(code, *, flags=(), cwd=None, env=None, pythonpath=(), timeout=120):
+    """Run ``python *flags -c code`` (code dedented) in a fresh interpreter
+    importing this process's strideweave; returns the CompletedProcess
+    (text stdout/stderr captured). env adds to child_env()."""
+    return subprocess.run([sys.executable, *flags, "-c", textwrap.dedent(code)], cwd=cwd,
+                          env=child_env(env, pythonpath), capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------ test carriers
+
+
+class ListCarrier(sw.Carrier):
+    """A pure Python carrier over a list: neither CPU nor Generic, so values
+    reach it only through its hooks; it keeps the base dlpack_info hook
+    (which refuses export). ``cast`` converts each written value."""
+
+    def __init__(self, vals, dtype=F32, *, cast=None):
+        super().__init__()
+        self.vals = list(vals)
+        self._dtype = dtype
+        self._cast = cast
+
+    def size(self):
+        return len(self.vals)
+
+    def dtype(self):
+        return self._dtype
+
+    def get_value(self, i):
+        return self.vals[i]
+
+    def set_value(self, i, v):
+        self.vals[i] = self._cast(v) if self._cast else v
+
+
+
+class ReleasingListCarrier(ListCarrier):
+    """A ListCarrier whose _release hook counts its calls and empties the list."""
+
+    def __init__(self, vals, dtype=F32, *, cast=None):
+        super().__init__(vals, dtype, cast=cast)
+        self.released = 0
+
+    def _release(self):
+        self.released += 1
+        self.vals = []
+
+
+class ConstCarrier(sw.Carrier):
+    """n read-only slots that all read ``value``, of a chosen dtype; writes
+    are dropped. The base dlpack_info hook (refuses) is kept."""
+
+    def __init__(self, n, dtype=F32, value=0.0):
+        super().__init__()
+        self._n, self._dtype, self._value = n, dtype, value
+
+    def size(self):
+        return self._n
+
+    def dtype(self):
+        return self._dtype
+
+    def get_value(self, i):
+        return self._value
+
+    def set_value(self, i, v):
+        pass
+
+
+class SrcCPU(sw.CPU):
+    """An exact CPU subclass: its pairs are unregistered unless a test
+    registers them, so tests never collide with built-in entries."""
+
+
+class DstCPU(sw.CPU):
+    pass
+
+
+# ------------------------------------------------------------ held moves
+
+
+class Gate:
+    """Holds a registered MoveOperation's _copy open until released."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = []
+        self.thread_ids = []
+
+    def hold(self, op, tensor, destination, output, element_count):
+        self.calls.append((op, tensor, destination, output, element_count))
+        self.thread_ids.append(threading.get_ident())
+        self.entered.set()
+        assert self.release.wait(WAIT), "test never released the held transfer"
+
+
+def held_operation(gate, base=sw.ElementwiseMoveOperation, fail=None):
+    """A MoveOperation subclass whose _copy waits on gate, then copies
+    through the base (or raises fail)."""
+
+    class HeldMove(base):
+        def _copy(self, tensor, destination, output, element_count):
+            gate.hold(self, tensor, destination, output, element_count)
+            if fail is not None:
+                raise fail
+            return super()._copy(tensor, destination, output, element_count)
+
+    return HeldMove
+
+
+from _dlpack_support import InfoCarrier, TypedCarrier  # noqa: E402,F401  (the DLPack test carriers)

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "convert.hpp"
+
+namespace {
+sw::ScalarFormat fmt(const char* s) {
+  sw::ScalarFormat f;
+  EXPECT_TRUE(sw::parse_buffer_format(s, &f)) << s;
+  return f;
+}
+}  // namespace
+
+TEST(BufferFormat, ParsesScalarCodesAndByteOrder) {
+  auto f = fmt("f");
+  EXPECT_EQ(f.kind, sw::ScalarKind::Float);
+  EXPECT_EQ(f.itemsize, 4);
+  EXPECT_FALSE(f.byteswap);
+  EXPECT_EQ(fmt("<d").itemsize, 8);
+  EXPECT_FALSE(fmt("<d").byteswap);  // little-endian host
+  EXPECT_TRUE(fmt(">i").byteswap);
+  EXPECT_EQ(fmt("=l").itemsize, 4);  // standard size
+  EXPECT_EQ(fmt("l").itemsize, static_cast<int>(sizeof(long)));
+  EXPECT_EQ(fmt("?").kind, sw::ScalarKind::Bool);
+  EXPECT_EQ(fmt("B").kind, sw::ScalarKind::Unsigned);
+  EXPECT_EQ(fmt("e").itemsize, 2);
+  sw::ScalarFormat out;
+  for (const char* bad : {"Zf", "O", "", "ff", "2f", "s", "x", "=n", "T{f:a:}", "P"})
+    EXPECT_FALSE(sw::parse_buffer_format(bad, &out)) << bad;
+}
+
+TEST(BufferFormat, InferenceAndAcceptance) {
+  EXPECT_EQ(sw::inferred_dtype(sw::ScalarKind::Float), sw::DTypeCode::Float32);
+  EXPECT_EQ(sw::inferred_dtype(sw::ScalarKind::Unsigned), sw::DTypeCode::Int32);
+  EXPECT_EQ(sw::inferred_dtype(sw::ScalarKind::Bool), sw::DTypeCode::Bool);
+  EXPECT_FALSE(sw::kind_accepted(sw::ScalarKind::Bool, sw::DTypeCode::Float32));
+  EXPECT_FALSE(sw::kind_accepted(sw::ScalarKind::Float, sw::DTypeCode::Int32));
+  EXPECT_FALSE(sw::kind_accepted(sw::ScalarKind::Signed, sw::DTypeCode::Bool));
+  EXPECT_FALSE(sw::kind_accepted(sw::ScalarKind::Float, sw::DTypeCode::Floating));
+  EXPECT_TRUE(sw::kind_accepted(sw::ScalarKind::Signed, sw::DTypeCode::Float32));
+}
+
+TEST(ConvertStrided, ContiguousFloat64RoundsToFloat32) {
+  std::vector<double> src = {1.0, 0.1, -2.5, 1e300, 3.0, 4.0};
+  std::vector<float> dst(6, -1.0f);
+  const int64_t ext[] = {2, 3}, ss[] = {24, 8}, ds[] = {3, 1};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_EQ(dst[1], static_cast<float>(0.1));
+  EXPECT_TRUE(std::isinf(dst[3]));
+  EXPECT_EQ(dst[5], 4.0f);
+}
+
+TEST(ConvertStrided, NegativeAndTransposedStridesAndHoles) {
+  // src is a 2x3 row-major float array read transposed and reversed.
+  std::vector<float> src = {0, 1, 2, 3, 4, 5};
+  // view: shape (3, 2), element (i, j) = src[(2 - i) + 3 * j]
+  const float* base = src.data() + 2;
+  const int64_t ext[] = {3, 2}, ss[] = {-4, 12}, ds[] = {1, 4};  // dst column-major with a hole row
+  std::vector<float> dst(8, 0.0f);
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, base, fmt("f"), ss, ext, 2);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_EQ(dst, (std::vector<float>{2, 1, 0, 0, 5, 4, 3, 0}));
+}
+
+TEST(ConvertStrided, Int32RangeReportsTheFirstOffendingOrdinal) {
+  std::vector<int64_t> src = {1, -2, int64_t{1} << 31, 7};
+  std::vector<int32_t> dst(4, 0);
+  const int64_t ext[] = {4}, ss[] = {8}, ds[] = {1};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Int32, ds, src.data(), fmt("q"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 2);
+  std::vector<uint32_t> u = {0, 0x80000000u};
+  const int64_t ss4[] = {4}, ext2[] = {2};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Int32, ds, u.data(), fmt("I"), ss4, ext2, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 1);
+  std::vector<int16_t> h = {-7, 300};
+  const int64_t ss2[] = {2};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Int32, ds, h.data(), fmt("h"), ss2, ext2, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_EQ(dst[0], -7);
+  EXPECT_EQ(dst[1], 300);
+}
+
+TEST(ConvertStrided, RejectedKindWritesNothing) {
+  std::vector<uint8_t> b = {1, 0};
+  std::vector<float> dst(2, -1.0f);
+  const int64_t ext[] = {2}, ss[] = {1}, ds[] = {1};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, b.data(), fmt("?"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Rejected);
+  EXPECT_EQ(dst[0], -1.0f);
+}
+
+TEST(ConvertStrided, ByteSwappedHalfAndBoolAndRankZero) {
+  // 1.5 as binary16 is 0x3E00; big-endian bytes 3E 00.
+  const unsigned char be[] = {0x3E, 0x00, 0xC0, 0x00};  // 1.5, -2.0
+  std::vector<float> dst(2);
+  const int64_t ext[] = {2}, ss[] = {2}, ds[] = {1};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, be, fmt(">e"), ss, ext, 2 - 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_EQ(dst[0], 1.5f);
+  EXPECT_EQ(dst[1], -2.0f);
+  const uint8_t bools[] = {2, 0, 1};  // any non-zero byte is True
+  uint8_t out[3];
+  const int64_t e3[] = {3}, s1[] = {1};
+  sw::convert_strided(out, sw::DTypeCode::Bool, s1, bools, fmt("?"), s1, e3, 1);
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], 0);
+  EXPECT_EQ(out[2], 1);
+  const int32_t one = 42;
+  int32_t o = 0;
+  st = sw::convert_strided(&o, sw::DTypeCode::Int32, nullptr, &one, fmt("i"), nullptr, nullptr, 0);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_EQ(o, 42);
+}

@@ -1,0 +1,196 @@
+// sw::TempDirectory: lazy creation under a base, re-creation after it
+// vanished, the fork rule and the recursive sweep.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+#include "temp_directory.hpp"
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void touch(const std::string& p) { std::ofstream(p) << "x"; }
+
+std::string dirname_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
+
+// A fresh, empty base directory per test, removed afterwards.
+class TempDirectoryTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = testing::TempDir() + "sw_tempdir_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    base_ = tmpl;
+  }
+  void TearDown() override { sw::remove_tree(base_); }
+  std::string base_;
+};
+
+TEST_F(TempDirectoryTest, CreatedLazilyUnderTheBase) {
+  sw::TempDirectory d("sw-test-");
+  EXPECT_EQ(d.path(), "");
+  EXPECT_FALSE(d.ready());
+  const std::string p = d.ensure(base_);
+  EXPECT_EQ(dirname_of(p), base_);
+  EXPECT_EQ(p.rfind(base_ + "/sw-test-", 0), 0u);
+  EXPECT_TRUE(is_dir(p));
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(d.ready() && d.owned());
+  EXPECT_EQ(d.ensure("/nonexistent-base"), p);  // the base matters only at creation
+}
+
+TEST_F(TempDirectoryTest, AMissingBaseThrowsENOENT) {
+  sw::TempDirectory d;
+  try {
+    d.ensure(base_ + "/missing");
+    FAIL() << "no exception";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+  }
+  EXPECT_EQ(d.path(), "");
+}
+
+TEST_F(TempDirectoryTest, AVanishedDirectoryIsRecreated) {
+  sw::TempDirectory d;
+  const std::string first = d.ensure(base_);
+  touch(first + "/f.bin");
+  sw::remove_tree(first);
+  ASSERT_FALSE(exists(first));
+  EXPECT_FALSE(d.ready());
+  const std::string second = d.ensure(base_);
+  EXPECT_TRUE(is_dir(second));
+  EXPECT_EQ(dirname_of(second), base_);
+  EXPECT_TRUE(d.ready());
+}
+
+TEST_F(TempDirectoryTest, RemoveSweepsRecursivelyWithoutFollowingLinks) {
+  const std::string outside = base_ + "/outside";
+  ASSERT_EQ(::mkdir(outside.c_str(), 0700), 0);
+  touch(outside + "/keep.bin");
+  sw::TempDirectory d;
+  const std::string p = d.ensure(base_);
+  touch(p + "/a.bin");
+  ASSERT_EQ(::mkdir((p + "/nested").c_str(), 0700), 0);
+  touch(p + "/nested/b.bin");
+  ASSERT_EQ(::symlink(outside.c_str(), (p + "/link").c_str()), 0);
+  d.remove();
+  EXPECT_FALSE(exists(p));
+  EXPECT_EQ(d.path(), "");
+  EXPECT_TRUE(exists(outside + "/keep.bin"));  // the link was removed, not followed
+  d.remove();                                  // idempotent
+  EXPECT_TRUE(is_dir(d.ensure(base_)));        // usable again
+}
+
+TEST_F(TempDirectoryTest, TheDestructorSweeps) {
+  std::string p;
+  {
+    sw::TempDirectory d;
+    p = d.ensure(base_);
+    touch(p + "/a.bin");
+  }
+  EXPECT_FALSE(exists(p));
+}
+
+TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesTheParents) {
+  sw::TempDirectory d;
+  const std::string parent = d.ensure(base_);
+  touch(parent + "/parent.bin");
+  const std::string child_path_file = base_ + "/child-path";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Exit codes name the failed check; _exit skips gtest's own teardown.
+    if (d.ready() || d.owned()) ::_exit(2);  // the parent's is not the child's
+    std::string mine;
+    try {
+      mine = d.ensure(base_);
+    } catch (...) {
+      ::_exit(3);
+    }
+    if (mine == parent || dirname_of(mine) != parent) ::_exit(4);
+    touch(mine + "/child.bin");
+    std::ofstream(child_path_file) << mine;
+    // A child that removes its directory leaves the parent's alone.
+    d.remove();
+    if (exists(mine) || !exists(parent + "/parent.bin")) ::_exit(5);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(d.ready());
+  EXPECT_TRUE(exists(parent + "/parent.bin"));
+}
+
+TEST_F(TempDirectoryTest, AChildThatNeverCreatesLeavesTheParentsDirectory) {
+  sw::TempDirectory d;
+  const std::string parent = d.ensure(base_);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    d.remove();  // what the child's exit hook does
+    ::_exit(exists(parent) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(is_dir(parent));
+}
+
+TEST_F(TempDirectoryTest, AChildsLeftoversGoWithTheParentsSweep) {
+  sw::TempDirectory d;
+  const std::string parent = d.ensure(base_);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // A worker killed before its cleanup: its directory stays behind.
+    const std::string mine = d.ensure(base_);
+    touch(mine + "/left.bin");
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  d.remove();
+  EXPECT_FALSE(exists(parent));
+}
+
+TEST_F(TempDirectoryTest, AChildOfAVanishedParentDirectoryUsesTheBase) {
+  sw::TempDirectory d;
+  const std::string parent = d.ensure(base_);
+  sw::remove_tree(parent);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string mine;
+    try {
+      mine = d.ensure(base_);
+    } catch (...) {
+      ::_exit(3);
+    }
+    const bool ok = dirname_of(mine) == base_;
+    d.remove();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+}  // namespace

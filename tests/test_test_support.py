@@ -1,0 +1,46 @@
+"""The shared test support in conftest.py does what the tests rely on: the
+one fill rule, both placements, and a child interpreter that imports the same
+strideweave as this process."""
+import json
+
+import strideweave as sw
+
+from conftest import FILL, F32, ListCarrier, ReleasingListCarrier, layout, run_python, slots, tensor, values
+
+
+def test_logical_placement_fills_every_unaddressed_slot():
+    lay = layout([2, 2], [3, 1])  # slots 0, 3, 1, 4 (+ offset); 2 is a gap
+    t = tensor([1.0, 2.0, 3.0, 4.0], lay, offset=1)
+    assert values(t) == [1.0, 2.0, 3.0, 4.0]
+    assert slots(t.carrier) == [FILL, 1.0, 3.0, FILL, 2.0, 4.0]
+    assert t.carrier.version == 6 + 4  # every slot filled, then each value written
+
+
+def test_slot_placement_and_generic_kind():
+    t = tensor([5.0, 6.0], layout([2], [2]), offset=1, kind="generic", placement="slots", size=5)
+    assert type(t.carrier) is sw.Generic
+    assert slots(t.carrier) == [FILL, 5.0, 6.0, FILL, FILL]
+    assert values(t) == [5.0, FILL]
+
+
+def test_bool_fill_is_false():
+    t = tensor([True], layout([1], [1]), offset=1, dtype=sw.DType.Bool)
+    assert slots(t.carrier) == [False, True]
+
+
+def test_list_carriers():
+    c = ListCarrier([0.0, 0.0], F32, cast=float)
+    c[1] = 3
+    assert c.vals == [0.0, 3.0] and type(c.vals[1]) is float
+    r = ReleasingListCarrier([1.0])
+    r.release()
+    assert r.released == 1 and r.vals == [] and r.is_released()
+
+
+def test_child_imports_the_same_package(tmp_path):
+    r = run_python("""
+        import json, strideweave
+        print(json.dumps(strideweave.__file__))
+    """, flags=["-X", "dev"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == sw.__file__

@@ -1,0 +1,57 @@
+"""The package types precisely for a type checker: the stub beside the
+extension (strideweave/_core.pyi) gives every re-exporting submodule real
+types, not Any. Each assignment below is wrong on purpose; an Any-typed name
+would be accepted silently, so the test counts mypy's errors."""
+import os
+import pathlib
+import re
+import sys
+
+import pytest
+
+import strideweave as sw
+
+api = pytest.importorskip("mypy.api")
+
+PACKAGE_ROOT = pathlib.Path(sw.__file__).resolve().parent.parent
+
+SNIPPET = """\
+import strideweave as sw
+from strideweave import core
+from strideweave.carriers import extension, move, tiled_evictable
+a: int = move.move
+b: int = extension.TransferRoute
+c: int = core.Subtensor
+d: int = tiled_evictable.AwaitProjection
+e: int = sw.Layout.canonical
+f: int = sw.__version__
+g: int = sw.profile
+for mode in sw.Layout.canonical(sw.Shape(2, 3)):
+    reveal_type(mode)
+reveal_type(sw.move_async(sw.Tensor(sw.CPU(1), 0, sw.Layout.canonical(sw.Shape(1))), sw.CPU(1)).wait())
+"""
+
+
+def test_submodules_are_precisely_typed(tmp_path):
+    src = tmp_path / "snippet.py"
+    src.write_text(SNIPPET)
+    args = [str(src), "--strict", "--no-incremental", "--cache-dir", os.devnull, "--python-executable",
+            sys.executable, "--no-error-summary", "--hide-error-context"]
+    env_before = os.environ.get("MYPYPATH")
+    if "site-packages" not in PACKAGE_ROOT.parts:  # dev mode: the source tree's package
+        os.environ["MYPYPATH"] = str(PACKAGE_ROOT)
+    try:
+        out, err, _ = api.run(args)
+    finally:
+        if env_before is None:
+            os.environ.pop("MYPYPATH", None)
+        else:
+            os.environ["MYPYPATH"] = env_before
+    lines = out.splitlines()
+    wrong = sorted(int(m.group(1)) for m in (re.search(r":(\d+): error: Incompatible types in assignment", x)
+                                             for x in lines) if m)
+    assert wrong == [4, 5, 6, 7, 8, 9, 10], out + err
+    revealed = [x.split("Revealed type is ")[1] for x in lines if "Revealed type is" in x]
+    assert revealed == ['"strideweave._core.Layout"', '"strideweave._core.Tensor"'], out + err
+    others = [x for x in lines if ": error:" in x and "Incompatible types in assignment" not in x]
+    assert others == [], out + err
