@@ -30,6 +30,14 @@ Cases
   progress    iterations/s a pure-Python loop in a second thread completes
               while the main thread waits on a 256 MiB async move, vs idle;
               np.copyto of the same size on the main thread for reference
+  sweep       (--sweep, or --only-sweep; benchmarks/sweep.py) sizes 4 KiB,
+              64 KiB, 256 KiB, 4 MiB, 64 MiB, 256 MiB (and 1 GiB with --gib):
+              blocking move CPU->CPU vs np.copyto into a fresh np.empty and
+              torch clone(); move_async return time vs a 4 KiB torch clone;
+              CPU->FileBacked vs ndarray.tofile and FileBacked->CPU vs
+              np.fromfile; then the DLPack rows with torch as a third column
+              and tvm_ffi.from_dlpack(t) (the C exchange API) vs
+              np.from_dlpack(t) and vs tvm_ffi.from_dlpack on a torch tensor
   tensorstore (--tensorstore, or --only-tensorstore) CPU->TensorStoreCarrier
               and back at --mib on zarr v3 local files vs TensorStore's own
               store.write(ndarray) / store.read() on the same spec (fresh
@@ -50,6 +58,7 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sweep.py, tensorstore_compare.py
 if os.environ.get("STRIDEWEAVE_BUILD"):
     # Development build: the package sources live at the repository root.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -161,6 +170,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=9, help="samples per large case (median taken)")
     ap.add_argument("--mib", type=int, default=256, help="size of the large cases in MiB")
     ap.add_argument("--quick", action="store_true", help="3 samples, fewer export calls")
+    ap.add_argument("--sweep", action="store_true", help="add the size sweep and DLPack exchange rows")
+    ap.add_argument("--only-sweep", action="store_true", help="run only the size sweep and exchange rows")
+    ap.add_argument("--gib", action="store_true", help="add 1 GiB to the sweep (needs ~5 GiB of RAM)")
     ap.add_argument("--tensorstore", action="store_true", help="add the TensorStore carrier rows")
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
     ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
@@ -179,6 +191,19 @@ def main(argv=None):
         rows.append((case, fmt(ours), fmt(theirs), r, target or ""))
 
     progress = []
+    if args.sweep or args.only_sweep:
+        import sweep  # benchmarks/sweep.py
+
+        swept = []
+
+        def add_swept(case, ours, numpy_ns, torch_ns):
+            swept.append((case, ours, numpy_ns, torch_ns))
+
+        sweep.sweep_rows(add_swept, args.quick, args.gib)
+        sweep.exchange_rows(add_swept, args.quick)
+        report_sweep(swept)
+        if args.only_sweep:
+            return 0
     if args.only_tiled:
         import tiled_compare  # benchmarks/tiled_compare.py
 
@@ -353,6 +378,18 @@ def data_rows(add, rep):
     t = sw.tensor(a)
     o, p = batch_pair(lambda: t.tolist(), lambda: a.tolist(), 1, repeat)
     add("t.tolist()  vs ndarray.tolist() 1e6 float32", o, p, "<= 1.0")
+
+
+def report_sweep(rows):
+    print(f"StrideWeave compare.py sweep  {datetime.datetime.now().isoformat(timespec='seconds')}")
+    print(f"machine: {platform.machine()} {cpu_model()} ({os.cpu_count()} CPUs); medians, ratios lower is better")
+    w = max(len(r[0]) for r in rows) + 2
+    print(f"{'case':{w}s} {'strideweave':>12s} {'numpy':>12s} {'torch':>12s} {'sw/numpy':>9s} {'sw/torch':>9s}")
+    for case, o, p, t in rows:
+        rp = f"{o / p:.2f}" if p else "-"
+        rt = f"{o / t:.2f}" if t else "-"
+        print(f"{case:{w}s} {fmt(o):>12s} {fmt(p):>12s} {fmt(t):>12s} {rp:>9s} {rt:>9s}")
+    print()
 
 
 def report(rows, progress, rep, small_number, small_repeat):

@@ -9,7 +9,7 @@ import os as _os
 import sys as _sys
 
 
-def _has_core(directory):
+def _has_core(directory: str) -> bool:
     """True when directory holds a compiled ``_core`` extension module."""
     try:
         names = _os.listdir(directory)
@@ -19,7 +19,7 @@ def _has_core(directory):
     return any(n.startswith("_core.") and n.endswith(suffixes) for n in names)
 
 
-def _installed_package_dir(here, search_path):
+def _installed_package_dir(here: str, search_path: "list[str]") -> "str | None":
     """The first other ``strideweave`` package directory on search_path that
     holds a compiled ``_core``, or None.
 

@@ -12,24 +12,28 @@ import os
 import sys
 import tempfile
 import time
+from typing import Iterator
 
 import strideweave as sw
 
 
-def _zero_copy_lines(x):
+def _zero_copy_lines(x: sw.Tensor) -> Iterator[str]:
     """One line per consumer: does its array alias x's storage?"""
-    ptr = x.carrier.pointer()
+    carrier = x.carrier
+    assert isinstance(carrier, sw.CPU)
+    ptr = carrier.pointer()
     import numpy as np
 
     yield f"NumPy  np.from_dlpack(x):    same memory={np.from_dlpack(x).ctypes.data == ptr}"
     try:
         import torch
+        import torch.utils.dlpack
     except ImportError:
         yield "PyTorch: not installed, skipped (pip install torch)"
     except Exception as e:  # installed but broken: the demo goes on
         yield f"PyTorch: import failed ({type(e).__name__}), skipped"
     else:
-        yield f"PyTorch torch.from_dlpack(x): same memory={torch.from_dlpack(x).data_ptr() == ptr}"
+        yield f"PyTorch torch.from_dlpack(x): same memory={torch.utils.dlpack.from_dlpack(x).data_ptr() == ptr}"
     try:
         import jax.numpy as jnp
     except ImportError:
@@ -40,7 +44,7 @@ def _zero_copy_lines(x):
         yield f"JAX    jnp.from_dlpack(x):   same memory={jnp.from_dlpack(x).unsafe_buffer_pointer() == ptr}"
 
 
-def _busy(seconds):
+def _busy(seconds: float) -> int:
     """Host work that runs while a move is in flight (Python arithmetic)."""
     end, n = time.perf_counter() + seconds, 0
     while time.perf_counter() < end:
@@ -67,8 +71,11 @@ def main() -> int:
         pending = sw.move_async(x, sw.FileBacked(dtype=sw.DType.Float32))
         work = _busy(0.02)
         on_disk = pending.wait()
-        print(f"out of core: move_async to {on_disk.carrier.path} "
-              f"({os.path.getsize(on_disk.carrier.path)} bytes); {work} loop steps ran meanwhile; "
+        disk = on_disk.carrier
+        assert isinstance(disk, sw.FileBacked)
+        path = disk.path
+        print(f"out of core: move_async to {path} "
+              f"({os.path.getsize(path)} bytes); {work} loop steps ran meanwhile; "
               f"x's CPU storage released: {x.carrier.is_released()}")
         pending = sw.move_async(on_disk, sw.CPU(x.layout.cosize))
         work = _busy(0.02)
@@ -78,9 +85,11 @@ def main() -> int:
 
         loss = sw.reduce_sum(sw.relu(back * 2.0))
         loss.backward()  # through CPU <- FileBacked <- CPU
-        g = np.asarray(x.grad)
+        grad = x.grad
+        assert grad is not None
+        g = np.asarray(grad)
         print(f"loss = sum(relu(2*x)) = {loss.item():.0f}; backward through both moves: "
-              f"x.grad is {x.grad.carrier.__class__.__name__}, {sorted(set(g.ravel().tolist()))} "
+              f"x.grad is {grad.carrier.__class__.__name__}, {sorted(set(g.ravel().tolist()))} "
               f"(2 where x > 0, else 0)")
 
     print(prof.table())

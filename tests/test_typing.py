@@ -55,3 +55,24 @@ def test_submodules_are_precisely_typed(tmp_path):
     assert revealed == ['"strideweave._core.Layout"', '"strideweave._core.Tensor"'], out + err
     others = [x for x in lines if ": error:" in x and "Incompatible types in assignment" not in x]
     assert others == [], out + err
+
+
+def test_stubtest_config_is_strict():
+    """tools/stubtest/mypy.ini holds the stubs and modules to --strict under
+    stubtest, which ignores `strict = True` (it parses the config with a no-op
+    for the strict flag set): every flag --strict sets must be spelled out."""
+    import io
+
+    from mypy.config_parser import parse_config_file
+    from mypy.main import define_options
+    from mypy.options import Options
+
+    ini = pathlib.Path(__file__).resolve().parent.parent / "tools" / "stubtest" / "mypy.ini"
+    options = Options()
+    out, err = io.StringIO(), io.StringIO()
+    parse_config_file(options, lambda: None, str(ini), out, err)  # as mypy.stubtest does
+    assert out.getvalue() == "" and err.getvalue() == ""
+    strict_assignments = define_options()[2]
+    assert strict_assignments, "mypy no longer reports the --strict flag set"
+    missing = [(dest, value) for dest, value in strict_assignments if getattr(options, dest) != value]
+    assert missing == []

@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -79,6 +80,17 @@ Pool* pool() {
   return p;
 }
 
+// Workers run bulk copies and waits: as batch threads a freshly woken one
+// does not preempt the thread that just handed it work (a move_async caller
+// then returns its handle without waiting for a core). Advisory: a failure
+// leaves the default policy.
+void lower_wakeup_priority() {
+#ifdef SCHED_BATCH
+  sched_param sp{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
+}
+
 void worker(Pool* p);
 
 // Starts one more worker when queued work has nobody to run it. Workers
@@ -98,6 +110,7 @@ bool grow_if_needed(Pool* p) {
 
 void worker(Pool* p) {
   t_worker_of = p;
+  lower_wakeup_priority();
   std::unique_lock<std::mutex> lk(p->m);
   for (;;) {
     while (p->queue.empty()) {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <system_error>
@@ -15,7 +16,26 @@
 namespace sw {
 
 namespace {
-constexpr std::align_val_t kAlign{kStorageAlignment};
+
+// Heap buffers come from plain malloc, over-allocated by one alignment unit
+// and aligned up; the byte before the aligned address keeps the distance
+// back (1..64). Plain malloc chunks are reused exactly when a buffer of the
+// same size is freed and allocated again (a move frees its source and the
+// next one allocates its destination), where memalign's split chunks were
+// not: every move then faulted in fresh heap pages.
+void* heap_aligned(size_t bytes) {
+  auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kStorageAlignment));
+  if (!raw) throw std::bad_alloc();
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + kStorageAlignment) & ~uintptr_t(kStorageAlignment - 1);
+  auto* p = reinterpret_cast<unsigned char*>(a);
+  p[-1] = static_cast<unsigned char>(p - raw);
+  return p;
+}
+
+void heap_free(void* data) {
+  auto* p = static_cast<unsigned char*>(data);
+  std::free(p - p[-1]);
+}
 
 [[noreturn]] void throw_errno(int err, const std::string& what) {
   throw std::system_error(err, std::generic_category(), what);
@@ -61,7 +81,7 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     mapped_ = padded;
     return;
   }
-  void* p = ::operator new(padded, kAlign);
+  void* p = heap_aligned(padded);
   if (zero) std::memset(p, 0, padded);
   data_ = p;
   bytes_ = bytes;
@@ -72,7 +92,7 @@ void AlignedBuffer::release() {
     if (mapped_)
       ::munmap(data_, mapped_);
     else
-      ::operator delete(data_, kAlign);
+      heap_free(data_);
   }
   data_ = nullptr;
   bytes_ = 0;

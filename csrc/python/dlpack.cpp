@@ -18,6 +18,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "dlpack_exchange.hpp"
 
 namespace swpy {
 
@@ -275,6 +276,7 @@ struct ExportArgs {
   PyObject* max_version = nullptr;
   PyObject* dl_device = nullptr;
   PyObject* copy = nullptr;
+  bool v1 = false;  // max_version=(1, 0) already parsed (the C exchange API)
 };
 
 // Binds one keyword argument. Interned names hit the pointer compare; other
@@ -395,13 +397,15 @@ PyObject* explain_refusal(PyObject* self) {
   return nullptr;
 }
 
-PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
+// Every check of an export, in API.md's order, and what the managed tensor
+// will describe; *versioned says which form. 0 / -1 with the exception.
+int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out, bool* out_versioned) {
   PyObject* max_version = args.max_version;
   PyObject* dl_device = args.dl_device;
   PyObject* copy = args.copy;
   // args.stream is ignored: export does no work a stream could order.
 
-  if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
+  if (tensor_reject_multi(self, "DLPack export") < 0) return -1;
   TensorObject* t = as_tensor(self);
 
   uintptr_t pointer = 0;
@@ -409,85 +413,115 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   // copy's __bool__, the hooks and an _is_mutable override run Python code
   // that may release the carrier after its pointer was read.
   const bool released_before = carrier_is_released(t->carrier);
-  if (resolve_carrier(t->carrier, &pointer, &device) < 0) return explain_refusal(self);
+  if (resolve_carrier(t->carrier, &pointer, &device) < 0) {
+    explain_refusal(self);
+    return -1;
+  }
 
   if (!is_none(copy)) {
     int truthy = PyObject_IsTrue(copy);
-    if (truthy < 0) return nullptr;
+    if (truthy < 0) return -1;
     if (truthy) {
       PyErr_SetString(PyExc_BufferError,
                       "copy exports are not supported: StrideWeave exports alias the carrier's storage");
-      return nullptr;
+      return -1;
     }
   }
 
   if (!is_none(dl_device)) {
     long long want[2];
     int overflow[2];
-    if (parse_pair(dl_device, "dl_device", want, overflow) < 0) return nullptr;
+    if (parse_pair(dl_device, "dl_device", want, overflow) < 0) return -1;
     if (overflow[0] || overflow[1] || want[0] != device.type || want[1] != device.id) {
       PyErr_Format(PyExc_BufferError,
                    "cross-device exports are not supported: the carrier's storage is on device (%d, %d)",
                    device.type, device.id);
-      return nullptr;
+      return -1;
     }
   }
 
   const sw::DTypeCode code = dtype_code(t->dtype);
-  DLDataType dtype;
-  if (!dl::dl_dtype_for(code, &dtype)) {
+  // Written straight into the spec: copying a DLDataType built byte by byte
+  // stalls on store forwarding, measurable at this call's cost.
+  dl::ExportSpec& spec = *out;
+  if (!dl::dl_dtype_for(code, &spec.dtype)) {
     PyErr_Format(PyExc_BufferError, "DLPack export supports only Float32 and Int32 dtypes, not %R", t->dtype);
-    return nullptr;
+    return -1;
   }
 
-  bool versioned = false;
-  if (!is_none(max_version)) {
+  bool versioned = args.v1;
+  if (!versioned && !is_none(max_version)) {
     long long v[2];
     int overflow[2];
-    if (parse_pair(max_version, "max_version", v, overflow) < 0) return nullptr;
+    if (parse_pair(max_version, "max_version", v, overflow) < 0) return -1;
     for (int k = 0; k < 2; ++k) {
       if (overflow[k] < 0 || (!overflow[k] && v[k] < 0)) {
         PyErr_SetString(PyExc_ValueError, "max_version components must be non-negative");
-        return nullptr;
+        return -1;
       }
     }
     versioned = overflow[0] > 0 || v[0] >= 1;  // any major >= 1 reads 1.0
   }
 
   const sw::Layout& layout = layout_of(t->layout);
-  if (pointer_gone(pointer, released_before, t->carrier, layout)) return nullptr;
+  if (pointer_gone(pointer, released_before, t->carrier, layout)) return -1;
 
-  dl::ExportSpec spec;
   spec.data = reinterpret_cast<void*>(pointer);
   // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
   spec.device = DLDevice{static_cast<DLDeviceType>(device.type), device.id};
-  spec.dtype = dtype;
   spec.byte_offset = static_cast<uint64_t>(t->offset) * static_cast<uint64_t>(sw::itemsize(code));
   spec.leaves = layout.leaves();
   if (versioned) {
     // Same predicate as Tensor.is_mutable() for a single-subtensor tensor.
     int mut = carrier_is_mutable(t->carrier);
-    if (mut < 0) return nullptr;
+    if (mut < 0) return -1;
     spec.read_only = !mut;
-    if (pointer_gone(pointer, released_before, t->carrier, layout)) return nullptr;
+    if (pointer_gone(pointer, released_before, t->carrier, layout)) return -1;
   }
 
+  *out_versioned = versioned;
+  return 0;
+}
+
+PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
+  dl::ExportSpec spec;
+  bool versioned = false;
+  if (describe_export(self, args, &spec, &versioned) < 0) return nullptr;
   // The managed tensor owns this reference; its deleter drops it.
   Py_INCREF(self);
-  PyObject* capsule = nullptr;
   if (versioned) {
     DLManagedTensorVersioned* m = dl::make_versioned(spec, self, release_tensor_ref);
     if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
-    capsule = wrap(m, kVersionedName, versioned_capsule_destructor);
-  } else {
-    DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
-    if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
-    capsule = wrap(m, kLegacyName, legacy_capsule_destructor);
+    return wrap(m, kVersionedName, versioned_capsule_destructor);
   }
-  return capsule;
+  DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
+  if (!m) { Py_DECREF(self); return PyErr_NoMemory(); }
+  return wrap(m, kLegacyName, legacy_capsule_destructor);
 }
 
 }  // namespace
+
+DLManagedTensorVersioned* dlpack_export_v1(PyObject* tensor) {
+  ExportArgs args;
+  args.v1 = true;
+  dl::ExportSpec spec;
+  bool versioned = false;
+  if (describe_export(tensor, args, &spec, &versioned) < 0) return nullptr;
+  Py_INCREF(tensor);
+  DLManagedTensorVersioned* m = dl::make_versioned(spec, tensor, release_tensor_ref);
+  if (!m) {
+    Py_DECREF(tensor);
+    PyErr_NoMemory();
+  }
+  return m;
+}
+
+int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
+  ExportArgs args;
+  args.v1 = true;
+  bool versioned = false;
+  return describe_export(tensor, args, spec, &versioned);
+}
 
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;

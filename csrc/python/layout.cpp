@@ -12,6 +12,7 @@
 //    tuple/list where the shape has a leaf is "not in domain" (ValueError).
 //  - Layout.canonical(x) with a non-Shape x raises TypeError, as
 //    broadcast_to does.
+#include <cstdlib>
 #include <new>
 #include <string>
 
@@ -68,6 +69,7 @@ PyObject* Layout_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
 
 void Layout_dealloc(PyObject* self) {
   as_layout(self)->layout.~Layout();
+  std::free(as_layout(self)->dl_dims);
   Py_CLEAR(as_layout(self)->shape);
   Py_CLEAR(as_layout(self)->stride);
   Py_TYPE(self)->tp_free(self);

@@ -26,6 +26,7 @@ struct LayoutObject {
   PyObject* shape;   // the Shape object given (identity kept)
   PyObject* stride;  // the Stride object given
   sw::Layout layout;
+  int64_t* dl_dims;  // DLPack shape then strides (malloc'd on first C-exchange export) or NULL
 };
 extern PyTypeObject Layout_Type;
 inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }

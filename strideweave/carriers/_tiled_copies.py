@@ -4,17 +4,19 @@ tile accumulation of TiledEvictable gradients."""
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple, cast
 
 from .._core import Carrier, Layout, Operation, Shape, Stride, Tensor
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import _encode
 if TYPE_CHECKING:
+    from ._tiled_values import TileSelection
     from .tiled_evictable import TiledEvictable
 from ._tiled_work import _IMPLICIT, _PRIMARY, _SECONDARY, _Access, _logical_copy, _route_copy, _tile_coord
 
 
-def _compact_tile_view(t_geom: TileGeometry, coord, compact: Tensor, j_coord) -> Tuple[int, Optional[Layout]]:
+def _compact_tile_view(t_geom: TileGeometry, coord: Tuple[int, ...], compact: Tensor,
+                       j_coord: Tuple[int, ...]) -> Tuple[int, Optional[Layout]]:
     """(slot offset, within-tile Layout) of compact tile j_coord of a compact
     Tensor shaped like canonical_layout(compact grid, tile), refined to the
     leaves of full tile ``coord``'s pattern (None when that is no layout)."""
@@ -40,11 +42,11 @@ def _compact_slot_strides(compact: Tensor) -> List[int]:
     return [compact.layout[i].leaves()[0][1] for i in range(len(compact.layout))]
 
 
-def _compact_coord(j: int, cgrid) -> Tuple[int, ...]:
+def _compact_coord(j: int, cgrid: Tuple[int, ...]) -> Tuple[int, ...]:
     return _tile_coord(j, cgrid)
 
 
-def _gather_tile(geom: TileGeometry, coord, tier: Carrier, dest: Carrier, dest_off: int) -> None:
+def _gather_tile(geom: TileGeometry, coord: Tuple[int, ...], tier: Carrier, dest: Carrier, dest_off: int) -> None:
     """Copies full tile ``coord`` (its value on ``tier``) into the dense
     compact tile at dest_off, logical order."""
     T = geom.tile_size
@@ -60,7 +62,7 @@ def _gather_tile(geom: TileGeometry, coord, tier: Carrier, dest: Carrier, dest_o
         dest[dest_off + b] = tier[base + a]
 
 
-def _scatter_tile(geom: TileGeometry, coord, compact: Tensor, j: int, oprim: Carrier, obase: int,
+def _scatter_tile(geom: TileGeometry, coord: Tuple[int, ...], compact: Tensor, j: int, oprim: Carrier, obase: int,
                   tier: Optional[Carrier], add: bool) -> None:
     """Writes compact tile j into full tile ``coord`` of a primary carrier
     (at obase) under the template's within-tile association; with add, the
@@ -93,7 +95,8 @@ def _scatter_tile(geom: TileGeometry, coord, compact: Tensor, j: int, oprim: Car
         oprim[obase + a] = oprim[obase + a] + v if add else v
 
 
-def _write_gradient_tiles(grad_te: TiledEvictable, geom: TileGeometry, coords, g: Tensor) -> None:
+def _write_gradient_tiles(grad_te: TiledEvictable, geom: TileGeometry, coords: Iterable[Tuple[int, ...]],
+                          g: Tensor) -> None:
     """Scatter-adds compact cotangent g (selection order ``coords``) into the
     implicit-zero gradient TiledEvictable (each tile occurs once)."""
     gst = grad_te._st
@@ -112,19 +115,20 @@ class _ProjectOperation(Operation):
     """Visible gather node of a projection: backward scatter-adds the compact
     cotangent into a fresh implicit-zero TiledEvictable gradient."""
 
-    def __init__(self, te, source, selection, geom, result):
+    def __init__(self, te: TiledEvictable, source: Tensor, selection: TileSelection, geom: TileGeometry,
+                 result: Tensor) -> None:
         super().__init__()
         self._te = te
         self._selection = selection
         self._geom = geom
-        self._result = result
+        self._result: Optional[Tensor] = result
         self._layout = source.layout
 
-    def _forward(self, source):
+    def _forward(self, source: Tensor) -> Tensor:
         r, self._result = self._result, None
-        return r
+        return cast(Tensor, r)  # forward() runs once, right after __init__
 
-    def backward(self, gradient):
+    def backward(self, gradient: Tensor) -> Tuple[Tensor]:
         grad_te = self._te._fresh_result(implicit=True)
         _write_gradient_tiles(grad_te, self._geom, self._selection.coordinates, gradient)
         return (Tensor(grad_te, 0, self._layout),)
@@ -135,20 +139,23 @@ class _ScatterOperation(Operation):
     selection; with add the template gets it at the selected tiles, with
     replace nothing (no template value survives in the result)."""
 
-    def __init__(self, te, selection, geom, reduction, result):
+    _template_layout: Layout
+
+    def __init__(self, te: TiledEvictable, selection: TileSelection, geom: TileGeometry, reduction: str,
+                 result: Tensor) -> None:
         super().__init__()
         self._te = te
         self._selection = selection
         self._geom = geom
         self._reduction = reduction
-        self._result = result
+        self._result: Optional[Tensor] = result
 
-    def _forward(self, compact, template):
+    def _forward(self, compact: Tensor, template: Tensor) -> Tensor:
         self._template_layout = template.layout
         r, self._result = self._result, None
-        return r
+        return cast(Tensor, r)  # forward() runs once, right after __init__
 
-    def backward(self, gradient):
+    def backward(self, gradient: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
         te_st = self._te._st
         coords = self._selection.coordinates
         cgrid = self._selection.compact_grid_shape
@@ -166,7 +173,7 @@ class _ScatterOperation(Operation):
                 for a, b in self._geom.slot_pairs(c):
                     out[j * te_st.T + b] = gc[base + a]
         g_compact = Tensor(out, 0, dense)
-        g_template = None
+        g_template: Optional[Tensor] = None
         if self._reduction == "add":
             grad_te = self._te._fresh_result(implicit=True)
             _write_gradient_tiles(grad_te, self._geom, coords, g_compact)
@@ -180,7 +187,7 @@ def _flat_tile(c: Carrier, off: int, n: int) -> Tensor:
     return Tensor(c, off, Layout(Shape([n]), Stride([1])))
 
 
-def _sum_gradients(te, tensor: Tensor, grads) -> Optional[Tensor]:
+def _sum_gradients(te: TiledEvictable, tensor: Tensor, grads: Sequence[object]) -> Optional[Tensor]:
     """Tile by tile sum of gradients of the full tensor ``tensor`` of ``te``
     (each a Tensor in tensor's Layout: a TiledEvictable-backed one of this
     geometry, or a dense one whose tile k owns slots [k*T, (k+1)*T) from its
@@ -197,7 +204,8 @@ def _sum_gradients(te, tensor: Tensor, grads) -> Optional[Tensor]:
     except ValueError:
         return None
     layout = tensor.layout
-    sources = []  # (TiledEvictable state, None) or (dense carrier, offset)
+    # (TiledEvictable state, None) or (dense carrier, offset)
+    sources: List[Tuple[Any, Optional[int]]] = []
     for g in grads:
         if not isinstance(g, Tensor) or g.layout != layout:
             return None

@@ -14,7 +14,10 @@ through ``_core._profiler_session`` / ``_profiler_record``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, overload
+
+if TYPE_CHECKING:
+    from .._core import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult, _ProfileSession
 
 from .. import _core
 
@@ -28,22 +31,28 @@ _record = _core._profiler_record
 _now = _core._profiler_now_ns
 
 
-def new_handle(kind: str):
+@overload
+def new_handle(kind: Literal["move"]) -> AwaitMove: ...
+@overload
+def new_handle(kind: Literal["projection"]) -> AwaitProjection: ...
+@overload
+def new_handle(kind: Literal["residency"]) -> AwaitResidency: ...
+def new_handle(kind: str) -> AwaitResult[Any]:
     """A fresh pending native handle: kind is "move", "projection" or "residency"."""
     return _new(kind)
 
 
-def complete(handle, value: Any) -> bool:
+def complete(handle: AwaitResult[Any], value: Any) -> bool:
     """Records success; False when the handle was already terminal."""
     return _complete(handle, value)
 
 
-def fail(handle, exc: BaseException) -> bool:
+def fail(handle: AwaitResult[Any], exc: BaseException) -> bool:
     """Records failure with exc; False when the handle was already terminal."""
     return _fail(handle, exc)
 
 
-def active_session():
+def active_session() -> Optional[_ProfileSession]:
     """The calling thread's active profiling session, or None."""
     return _session()
 
@@ -55,8 +64,8 @@ class Transfer:
 
     __slots__ = ("session", "carrier_type", "impl_type", "shapes", "start", "submit_id")
 
-    def __init__(self, session, carrier_type: Optional[type], impl_type: Optional[type],
-                 shapes: Optional[tuple] = None) -> None:
+    def __init__(self, session: Optional[_ProfileSession], carrier_type: Optional[type], impl_type: Optional[type],
+                 shapes: Optional[tuple[Any, ...]] = None) -> None:
         self.session = session
         self.carrier_type = carrier_type
         self.impl_type = impl_type

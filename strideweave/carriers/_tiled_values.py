@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 from dataclasses import dataclass
-from typing import Iterable, Optional, Protocol, Tuple, runtime_checkable
+from typing import Iterable, Iterator, Optional, Protocol, Tuple, runtime_checkable
 
 __all__ = ["TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState"]
 
@@ -25,7 +25,7 @@ def _as_int(value: object, what: str) -> int:
     return operator.index(value)  # type: ignore[arg-type]
 
 
-def _as_tuple(value: object, what: str) -> tuple:
+def _as_tuple(value: object, what: str) -> Tuple[object, ...]:
     # "Finite iterable": anything iter() accepts, materialised once. A str is
     # refused outright (its items would be reported as non-integers anyway).
     if isinstance(value, (str, bytes)):
@@ -109,7 +109,7 @@ class TileSet(_Immutable):
     def __len__(self) -> int:
         return len(self._coords)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Coord]:
         return iter(self._coords)
 
     def __contains__(self, coord: object) -> bool:

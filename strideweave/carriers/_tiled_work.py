@@ -7,14 +7,22 @@ import os
 import threading
 import weakref
 from math import prod
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Literal, Optional, Tuple
 
 from .._core import Carrier, DType, ElementwiseMoveOperation, Layout, Shape, Stride, Tensor, dispatch_move
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 
 if TYPE_CHECKING:
+    import queue
+
+    from .._core import AwaitResult
+    from ._tiled_geometry import TileGeometry
+    from ._tiled_values import ResidencyPolicy
     from .tiled_evictable import TiledEvictable
+
+    # A worker job: a callable and its argument.
+    _Job = Tuple[Callable[[Any], None], Any]
 
 _PRIMARY, _SECONDARY, _IMPLICIT, _INVALID = "primary", "secondary", "implicit", "invalid"
 
@@ -30,7 +38,7 @@ class _Pool:
 
     def __init__(self, workers: int = 4) -> None:
         import queue
-        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.q: "queue.SimpleQueue[_Job]" = queue.SimpleQueue()
         for n in range(workers):
             threading.Thread(target=self._loop, name=f"strideweave-tiled-{n}", daemon=True).start()
 
@@ -39,7 +47,7 @@ class _Pool:
             fn, arg = self.q.get()
             fn(arg)
 
-    def submit(self, fn, arg) -> None:
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
         self.q.put((fn, arg))
 
 
@@ -104,7 +112,7 @@ def _executor() -> "_Pool":
         return _pool
 
 
-def _zero_of(dtype) -> Any:
+def _zero_of(dtype: DType) -> Any:
     if dtype is DType.Bool:
         return False
     if dtype is DType.Int32 or (dtype.is_subtype_of(DType.Integer)):
@@ -139,10 +147,10 @@ def _logical_copy(src: Carrier, src_off: int, src_lay: Layout, dst: Carrier, dst
 class _Access:
     """Owner access on this thread to the given (carrier, token) pairs."""
 
-    def __init__(self, pairs):
+    def __init__(self, pairs: Iterable[Tuple[Carrier, int]]) -> None:
         self.pairs = [p for p in pairs if p[1]]
 
-    def __enter__(self):
+    def __enter__(self) -> _Access:
         done = []
         try:
             for c, tok in self.pairs:
@@ -154,7 +162,7 @@ class _Access:
             raise
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for c, tok in reversed(self.pairs):
             c._end_owner_access(tok)
         return False
@@ -163,7 +171,8 @@ class _Access:
 class _Request:
     """One tiled request: worker jobs, the tiles it holds, its terminal commit."""
 
-    def __init__(self, te: "TiledEvictable", handle, *, reads=(), writes=(), claims=()):
+    def __init__(self, te: "TiledEvictable", handle: AwaitResult[Any], *, reads: Iterable[int] = (),
+                 writes: Iterable[int] = (), claims: Iterable[Tuple[Carrier, int]] = ()) -> None:
         self.te = te
         self.handle = handle
         self.reads = list(reads)
@@ -192,7 +201,7 @@ class _Request:
             self.pending += 1
         _executor().submit(self._run, fn)
 
-    def _run(self, fn):
+    def _run(self, fn: Callable[[], None]) -> None:
         prev = is_grad_enabled()
         set_grad_enabled(False)
         try:
@@ -210,14 +219,14 @@ class _Request:
         """All jobs are submitted; finish now if they already ran."""
         self._done_one()
 
-    def _done_one(self):
+    def _done_one(self) -> None:
         with self.lock:
             self.pending -= 1
             last = self.pending == 0
         if last:
             self._finish()
 
-    def _finish(self):
+    def _finish(self) -> None:
         st = self.te._st
         result = None
         error = self.error
@@ -258,7 +267,8 @@ class _Request:
 class _State:
     """Mutable bookkeeping of one TiledEvictable (guarded by ``lock``)."""
 
-    def __init__(self, dtype, grid, tile, primary, secondary, policy):
+    def __init__(self, dtype: DType, grid: Tuple[int, ...], tile: Tuple[int, ...], primary: Carrier,
+                 secondary: Carrier, policy: Optional[ResidencyPolicy]) -> None:
         self.lock = threading.RLock()
         self.dtype = dtype
         self.grid = grid
@@ -271,24 +281,24 @@ class _State:
         self.primary_proto = primary
         self.secondary_proto = secondary
         self.policy = policy
-        self.tokens = {}  # id(carrier) -> (carrier, token): every claimed tier carrier
+        self.tokens: dict[int, Tuple[Carrier, int]] = {}  # id(carrier) -> (carrier, token): every claimed tier carrier
         self.loc: List[str] = []
         self.dirty: List[bool] = []
-        self.readers = {}  # tile ordinal -> count of pending reading requests
-        self.writers = {}  # tile ordinal -> the pending request changing its residency
-        self.pending = set()
+        self.readers: dict[int, int] = {}  # tile ordinal -> count of pending reading requests
+        self.writers: dict[int, _Request] = {}  # tile ordinal -> the pending request changing its residency
+        self.pending: set[_Request] = set()
         self.released = False
         self.zeros: Optional[Carrier] = None
-        self.geometry_cache = {}
+        self.geometry_cache: dict[Tuple[int, str], TileGeometry] = {}
         _live_states.add(self)
 
-    def tokens_all(self):
+    def tokens_all(self) -> List[Tuple[Carrier, int]]:
         return list(self.tokens.values())
 
-    def token(self, c) -> int:
+    def token(self, c: Carrier) -> int:
         return self.tokens[id(c)][1]
 
-    def claim(self, c) -> None:
+    def claim(self, c: Carrier) -> None:
         self.tokens[id(c)] = (c, c._claim_ownership())
 
 

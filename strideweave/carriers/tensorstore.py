@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 try:
     import tensorstore as _ts
@@ -140,7 +140,8 @@ class TensorStoreCarrier(_core.Carrier):
         store = self.__dict__.get("_store")
         if store is None:
             raise RuntimeError("TensorStoreCarrier is released")
-        return store.spec().to_json()
+        spec: dict[str, Any] = store.spec().to_json()
+        return spec
 
 
 def open_tensor(spec: Any, *, mutable: bool = True) -> Any:
@@ -276,9 +277,10 @@ def _submit_write(request: TransferRequest) -> _Completion:
     """CPU span -> TensorStore slots [0, span)."""
     n = request.physical_span
     host = _host_view(request.tensor.carrier, request.tensor.offset, n)
-    store = request.destination._store
+    destination = cast(TensorStoreCarrier, request.destination)  # the route's destination_class
+    store = destination._store
     futures, keep = [], [host]
-    for idx, first, count in _boxes(request.destination._shape, 0, n):
+    for idx, first, count in _boxes(destination._shape, 0, n):
         part = store[idx]
         futures.append(part.write(host[first:first + count].reshape(part.shape)))
     return _Completion(futures, keep)
@@ -288,7 +290,7 @@ def _submit_read(request: TransferRequest) -> _Completion:
     """TensorStore span [offset, offset + span) -> CPU slots [0, span)."""
     n, offset = request.physical_span, request.tensor.offset
     host = _host_view(request.destination, 0, n)
-    source = request.tensor.carrier
+    source = cast(TensorStoreCarrier, request.tensor.carrier)  # the route's source_class
     futures, keep = [], [host]
     for idx, first, count in _boxes(source._shape, offset, offset + n):
         part = source._store[idx]

@@ -54,10 +54,10 @@ few per step, the next step's experts prefetched while this step computes)::
 from __future__ import annotations
 
 from math import prod
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOperation, Evictable, Layout  # noqa: F401
-from .._core import Tensor
+from .._core import AwaitMove, DType, Tensor
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
@@ -68,10 +68,13 @@ from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _SECONDARY, _Access, _R
                           _tile_coord, _zero_of)
 from .extension import CarrierDefinition, StorageProvider, register_carrier_definition
 
+if TYPE_CHECKING:
+    from types import NotImplementedType
+
 __all__ = ["TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState",
            "AwaitProjection", "AwaitResidency"]
 
-def _check_extent_tuple(value, name) -> Tuple[int, ...]:
+def _check_extent_tuple(value: Iterable[Any], name: str) -> Tuple[int, ...]:
     try:
         items = tuple(value)
     except TypeError:
@@ -86,41 +89,42 @@ def _check_extent_tuple(value, name) -> Tuple[int, ...]:
 
 # ---------------------------------------------------------------- storage provider
 
-def _st_of(c) -> Optional[_State]:
+def _st_of(c: object) -> Optional[_State]:
     try:
-        return object.__getattribute__(c, "_st")
+        st: _State = object.__getattribute__(c, "_st")
+        return st
     except AttributeError:
         return None
 
 
-def _p_supports(c, dtype) -> bool:
+def _p_supports(c: TiledEvictable, dtype: DType) -> bool:
     st = _st_of(c)
     return st is not None and dtype is st.dtype
 
 
-def _p_size(c) -> int:
+def _p_size(c: TiledEvictable) -> int:
     st = _st_of(c)
     return 0 if st is None or st.released else st.total
 
 
-def _p_allocate(c, slots) -> None:
+def _p_allocate(c: TiledEvictable, slots: int) -> None:
     st = _st_of(c)
     if st is None or slots != st.total:
         raise TypeError("TiledEvictable is built from its tiers: TiledEvictable(primary, secondary, grid_shape, "
                         "tile_shape)")
 
 
-def _p_release(c) -> None:
+def _p_release(c: TiledEvictable) -> None:
     st = _st_of(c)
     if st is not None:
         c._release_tiers()
 
 
-def _p_read(c, i):
+def _p_read(c: TiledEvictable, i: int) -> Any:
     return c._read_slot(i)
 
 
-def _p_write(c, i, value) -> None:
+def _p_write(c: TiledEvictable, i: int, value: Any) -> None:
     c._write_slot(i, value)
 
 
@@ -134,7 +138,12 @@ class TiledEvictable(Carrier):
     TiledEvictable claims both until released.
     """
 
-    def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
+    # Set once by __init__ (object.__setattr__); the StorageProvider callbacks
+    # find it through _st_of().
+    _st: _State
+
+    def __init__(self, primary: Carrier, secondary: Carrier, grid_shape: Iterable[int], tile_shape: Iterable[int], *,
+                 residency_policy: Optional[ResidencyPolicy] = None) -> None:
         if _st_of(self) is not None:
             raise RuntimeError("TiledEvictable.__init__() cannot be called twice")
         for name, tier in (("primary", primary), ("secondary", secondary)):
@@ -213,7 +222,7 @@ class TiledEvictable(Carrier):
         return self._st.secondary
 
     @property
-    def residency_policy(self):
+    def residency_policy(self) -> Optional[ResidencyPolicy]:
         return self._st.policy
 
     def canonical_layout(self) -> Layout:
@@ -221,7 +230,7 @@ class TiledEvictable(Carrier):
         (tile_shape[i], grid_shape[i])."""
         return canonical_layout(self._st.grid, self._st.tile)
 
-    def _coord_arg(self, t) -> Tuple[int, ...]:
+    def _coord_arg(self, t: Iterable[Any]) -> Tuple[int, ...]:
         try:
             items = tuple(t)
         except TypeError:
@@ -235,7 +244,7 @@ class TiledEvictable(Carrier):
             raise ValueError(f"tile coordinate {coord} is not in the tile grid {grid}")
         return coord
 
-    def tile_state(self, t) -> TileState:
+    def tile_state(self, t: Iterable[int]) -> TileState:
         """Residency metadata of tile t (a grid coordinate)."""
         coord = self._coord_arg(t)
         self._check_live()
@@ -260,7 +269,7 @@ class TiledEvictable(Carrier):
             st.geometry_cache[key] = g
         return g
 
-    def _full_tensor_arg(self, tensor, what: str) -> TileGeometry:
+    def _full_tensor_arg(self, tensor: object, what: str) -> TileGeometry:
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{what} must be a Tensor, not {type(tensor).__name__}")
         if tensor.carrier is not self:
@@ -328,11 +337,11 @@ class TiledEvictable(Carrier):
                                    "pending; wait() for them first")
         # The StorageProvider's release() then releases both tiers.
 
-    def dlpack_info(self):
+    def dlpack_info(self) -> NoReturn:
         raise BufferError("DLPack is not supported for TiledEvictable carriers (tiles live on separate tiers); "
                           "project() the tiles you need or move them to CPU")
 
-    def new_like(self, values, *, mutable=True, dtype=None):
+    def new_like(self, values: Iterable[Any], *, mutable: bool = True, dtype: Optional[DType] = None) -> TiledEvictable:
         """A fresh TiledEvictable of the same geometry and tier classes holding
         values (all-zero tiles stay implicit zero)."""
         st = self._st
@@ -345,7 +354,7 @@ class TiledEvictable(Carrier):
                             st.tile, residency_policy=st.policy)
         T = st.T
         nst = te._st
-        prim = None
+        prim: Optional[Carrier] = None
         for k in range(st.N):
             chunk = vals[k * T:(k + 1) * T]
             if all(v == 0 for v in chunk):
@@ -358,7 +367,8 @@ class TiledEvictable(Carrier):
             nst.loc[k], nst.dirty[k] = _PRIMARY, True
         return te
 
-    def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
+    def allocate_like(self, size: int, *, mutable: bool = True, dtype: Optional[DType] = None,
+                      empty: bool = False) -> TiledEvictable:
         st = self._st
         if size != st.total:
             raise ValueError(f"TiledEvictable.allocate_like() allocates exactly {st.total} slots, not {size}")
@@ -371,7 +381,7 @@ class TiledEvictable(Carrier):
         return (f"tile {_tile_coord(k, self._st.grid)} of this TiledEvictable is used by a pending tiled request; "
                 "call wait() on that request first")
 
-    def _read_slot(self, i: int):
+    def _read_slot(self, i: int) -> Any:
         st = self._st
         k = i // st.T
         loc = st.loc[k]
@@ -383,7 +393,7 @@ class TiledEvictable(Carrier):
             return _zero_of(st.dtype)
         raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: it holds no value")
 
-    def _write_slot(self, i: int, value) -> None:
+    def _write_slot(self, i: int, value: Any) -> None:
         st = self._st
         k = i // st.T
         with st.lock:
@@ -420,14 +430,14 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ residency
 
-    def _tileset_arg(self, tiles) -> TileSet:
+    def _tileset_arg(self, tiles: object) -> TileSet:
         if isinstance(tiles, TileSelection):
             return tiles.tile_set
         if not isinstance(tiles, TileSet):
             raise TypeError(f"tiles must be a TileSet or a TileSelection, not {type(tiles).__name__}")
         return tiles
 
-    def _residency(self, tiles, promote: bool):
+    def _residency(self, tiles: Union[TileSet, TileSelection], promote: bool) -> AwaitResidency:
         ts = self._tileset_arg(tiles)
         self._check_live()
         st = self._st
@@ -458,7 +468,7 @@ class TiledEvictable(Carrier):
                 st.writers[k] = req
             st.pending.add(req)
 
-            def commit():
+            def commit() -> None:
                 for k in moving:
                     if promote:
                         st.loc[k], st.dirty[k] = _PRIMARY, before[k] == _IMPLICIT
@@ -468,27 +478,30 @@ class TiledEvictable(Carrier):
             req.commit = commit
             for k in moving:
                 if promote:
-                    req.submit(lambda k=k: self._promote_copy(k, before[k]), self._promote_source(before[k]),
-                               st.primary)
+                    def promote_job(k: int = k) -> None:
+                        self._promote_copy(k, before[k])
+                    req.submit(promote_job, self._promote_source(before[k]), st.primary)
                 elif st.dirty[k]:
-                    req.submit(lambda k=k: self._evict_copy(k), st.primary, st.secondary)
+                    def evict_job(k: int = k) -> None:
+                        self._evict_copy(k)
+                    req.submit(evict_job, st.primary, st.secondary)
         req.seal()
         return handle
 
-    def promote_async(self, tiles):
+    def promote_async(self, tiles: Union[TileSet, TileSelection]) -> AwaitResidency:
         """Start making every tile of ``tiles`` (a TileSet, or a
         TileSelection's tile_set) valid on the primary tier."""
         return self._residency(tiles, True)
 
-    def evict_async(self, tiles):
+    def evict_async(self, tiles: Union[TileSet, TileSelection]) -> AwaitResidency:
         """Start moving every tile of ``tiles`` to the secondary tier
         (dirty values are written back first)."""
         return self._residency(tiles, False)
 
-    def promote(self, tiles) -> None:
+    def promote(self, tiles: Union[TileSet, TileSelection]) -> None:
         self.promote_async(tiles).wait()
 
-    def evict(self, tiles) -> None:
+    def evict(self, tiles: Union[TileSet, TileSelection]) -> None:
         self.evict_async(tiles).wait()
 
     # ------------------------------------------------------------ policy
@@ -523,7 +536,7 @@ class TiledEvictable(Carrier):
             req.writes.append(k)
         return out
 
-    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set) -> None:
+    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
         """Evicts the plan's idle primary tiles now (lock held, owner access)."""
         st = self._st
         if plan is None:
@@ -539,7 +552,7 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ projection
 
-    def _destination_arg(self, destination, need: int):
+    def _destination_arg(self, destination: object, need: int) -> None:
         st = self._st
         if not isinstance(destination, Carrier):
             raise TypeError(f"destination must be a Carrier instance, not {type(destination).__name__}")
@@ -561,7 +574,8 @@ class TiledEvictable(Carrier):
             raise ValueError(f"destination {type(destination).__name__} carrier is too small: {n} slots for "
                              f"{need} selected slots")
 
-    def project(self, tensor, selection, destination=None):
+    def project(self, tensor: Tensor, selection: TileSelection,
+                destination: Optional[Carrier] = None) -> AwaitProjection:
         """Start gathering the tiles of ``selection`` of the full ``tensor``
         into one compact dense Tensor; returns an AwaitProjection."""
         geom = self._full_tensor_arg(tensor, "project() tensor")
@@ -587,7 +601,7 @@ class TiledEvictable(Carrier):
                 raise RuntimeError(f"tile {_tile_coord(bad[0], st.grid)} of this TiledEvictable is invalid: "
                                    "it holds no value to project")
             fresh = destination is None
-            dest = st.primary_proto.allocate_like(need) if fresh else destination
+            dest = st.primary_proto.allocate_like(need) if destination is None else destination  # is fresh
             # A caller's destination is written only at commit, from a fresh
             # (zero-filled) staging carrier: a request that fails leaves it
             # untouched, values and version (spec: no partial destination).
@@ -609,7 +623,7 @@ class TiledEvictable(Carrier):
             dense = canonical_layout(cgrid, st.tile)
             want_grad = req.grad_mode and tensor.is_differentiable()
 
-            def commit():
+            def commit() -> Tensor:
                 for k in promos:
                     st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
                 self._apply_plan_evictions(plan, set())
@@ -631,11 +645,14 @@ class TiledEvictable(Carrier):
                 if loc == _IMPLICIT:
                     continue  # the fresh target is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda c=c, j=j, tier=tier: _gather_tile(geom, c, tier, target, j * st.T), tier, target,
+                def gather_job(c: Tuple[int, ...] = c, j: int = j, tier: Carrier = tier) -> None:
+                    _gather_tile(geom, c, tier, target, j * st.T)
+                req.submit(gather_job, tier, target,
                            None if geom.tile_is_canonical(c) else ElementwiseMoveOperation)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
-                           self._promote_source(promo_before[k]), st.primary)
+                def promote_job(k: int = k) -> None:
+                    self._promote_copy(k, promo_before[k])
+                req.submit(promote_job, self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle
 
@@ -657,13 +674,13 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ direct operations (hooks)
 
-    def _check_operand(self, tensor) -> None:
+    def _check_operand(self, tensor: object) -> None:
         """The validation half of ``_operand`` (TypeError, RuntimeError when
         released, ValueError unless tile-footprint compatible): a native
         direct operation validates every operand before reading any tile."""
         self._full_tensor_arg(tensor, "operand")
 
-    def _operand(self, tensor, purpose: str = "operation") -> Tensor:
+    def _operand(self, tensor: Tensor, purpose: str = "operation") -> Tensor:
         """Blocking: an ordinary Tensor with ``tensor``'s Layout over a fresh
         primary-class carrier holding every tile's value (a compatible Layout
         reaches exactly the carrier's slots, so copying the physical tiles
@@ -700,7 +717,7 @@ class TiledEvictable(Carrier):
                 raise
             promo_before = {k: st.loc[k] for k in promos}
 
-            def commit():
+            def commit() -> Tensor:
                 for k in promos:
                     st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
                 self._apply_plan_evictions(plan, set())
@@ -713,14 +730,17 @@ class TiledEvictable(Carrier):
                 if loc == _IMPLICIT:
                     continue  # the fresh destination is zero
                 tier = st.primary if loc == _PRIMARY else st.secondary
-                req.submit(lambda k=k, tier=tier: _route_copy(tier, k * T, dest, k * T, T), tier, dest)
+                def copy_job(k: int = k, tier: Carrier = tier) -> None:
+                    _route_copy(tier, k * T, dest, k * T, T)
+                req.submit(copy_job, tier, dest)
             for k in promos:
-                req.submit(lambda k=k: self._promote_copy(k, promo_before[k]),
-                           self._promote_source(promo_before[k]), st.primary)
+                def promote_job(k: int = k) -> None:
+                    self._promote_copy(k, promo_before[k])
+                req.submit(promote_job, self._promote_source(promo_before[k]), st.primary)
         req.seal()
         return handle.wait()
 
-    def _gradient(self, tensor, dense_grad, zero_tiles=None) -> Tensor:
+    def _gradient(self, tensor: Tensor, dense_grad: object, zero_tiles: Optional[Iterable[int]] = None) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense
         cotangent with the same Layout (what ``_operand`` produced): a fresh
         TiledEvictable of this geometry and tier classes whose primary holds
@@ -756,7 +776,7 @@ class TiledEvictable(Carrier):
                     k = run
         return Tensor(out, 0, tensor.layout)
 
-    def _sum_gradients(self, tensor, grads):
+    def _sum_gradients(self, tensor: Tensor, grads: Sequence[object]) -> Union[Tensor, NotImplementedType]:
         """Hook of the native gradient accumulation for a full tensor of this
         carrier: the sum of ``grads`` as a fresh TiledEvictable-backed
         Tensor in tensor's Layout, tile by tile (untouched tiles implicit
@@ -767,7 +787,8 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ scatter
 
-    def scatter(self, compact, template, selection, reduction="replace"):
+    def scatter(self, compact: Tensor, template: Tensor, selection: TileSelection,
+                reduction: str = "replace") -> AwaitMove:
         """Start writing ``compact`` at the tiles of ``selection`` of a fresh
         TiledEvictable shaped like ``template``; returns a completion handle
         whose wait() gives the full result Tensor."""
@@ -829,7 +850,7 @@ class TiledEvictable(Carrier):
             want_grad = req.grad_mode and (compact.is_differentiable() or template.is_differentiable())
             out_tokens = ost.tokens_all()
 
-            def commit():
+            def commit() -> Tensor:
                 for k in ords:
                     ost.loc[k], ost.dirty[k] = _PRIMARY, True
                 result = Tensor(out, 0, template.layout)
@@ -851,7 +872,7 @@ class TiledEvictable(Carrier):
             for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
                 tier = None if loc == _IMPLICIT else (st.primary if loc == _PRIMARY else st.secondary)
 
-                def job(c=c, j=j, k=k, tier=tier):
+                def job(c: Tuple[int, ...] = c, j: int = j, k: int = k, tier: Optional[Carrier] = tier) -> None:
                     with _Access(out_tokens):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
                                       tier if reduction == "add" else None, reduction == "add")
@@ -873,7 +894,7 @@ class TiledEvictable(Carrier):
         st = self._st
         if st.released:
             return "<TiledEvictable released>"
-        counts: dict = {}
+        counts: dict[str, int] = {}
         for loc in st.loc:
             counts[loc] = counts.get(loc, 0) + 1
         where = ", ".join(f"{n} {loc}" for loc, n in sorted(counts.items()))

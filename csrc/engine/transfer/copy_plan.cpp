@@ -1,6 +1,7 @@
 // Copy planning for moves (see copy_plan.hpp).
 #include "transfer/copy_plan.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "file_io.hpp"
@@ -66,6 +67,7 @@ CopyPlan CopyPlan::logical(const CopyEndpoint& src, int64_t src_offset, const La
     p.src_offset_ = src_offset;
     p.dst_offset_ = dst_offset;
     p.count_ = src_layout.size();
+    p.same_layout_ = src_layout == dst_layout;
     p.extents_.reserve(sl.size());
     p.src_strides_.reserve(sl.size());
     p.dst_strides_.reserve(sl.size());
@@ -80,6 +82,51 @@ CopyPlan CopyPlan::logical(const CopyEndpoint& src, int64_t src_offset, const La
   // logical copy the physical span.
   if (src_layout == dst_layout) return span(src, src_offset, dst, dst_offset, src_layout.cosize());
   return CopyPlan();
+}
+
+std::vector<CopyPlan> CopyPlan::split(int pieces, int64_t min_bytes) const {
+  std::vector<CopyPlan> out;
+  const int64_t total = bytes();
+  int64_t ways = pieces;
+  if (min_bytes > 0) ways = std::min<int64_t>(ways, total / min_bytes);
+  if (kind_ == CopyPlanKind::HostToHost && ways >= 2) {
+    // Page-multiple cuts: no two threads fault in or write one page.
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max(1, src_.itemsize));
+    int64_t step = (count_ + ways - 1) / ways;
+    step = (step + grain - 1) / grain * grain;
+    for (int64_t first = 0; first < count_; first += step) {
+      CopyPlan p = *this;
+      p.src_offset_ = src_offset_ + first;
+      p.dst_offset_ = dst_offset_ + first;
+      p.count_ = std::min(step, count_ - first);
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  if (kind_ == CopyPlanKind::HostStrided && same_layout_ && ways >= 2 && !extents_.empty()) {
+    // Cut the longest mode (the slowest of equals): each piece is the same
+    // box with that mode narrowed and both offsets advanced to its start.
+    size_t k = 0;
+    for (size_t i = 0; i < extents_.size(); ++i)
+      if (extents_[i] >= extents_[k]) k = i;
+    const int64_t extent = extents_[k];
+    ways = std::min(ways, extent);
+    if (ways >= 2) {
+      const int64_t step = (extent + ways - 1) / ways;
+      for (int64_t first = 0; first < extent; first += step) {
+        CopyPlan p = *this;
+        const int64_t n = std::min(step, extent - first);
+        p.src_offset_ = src_offset_ + first * src_strides_[k];
+        p.dst_offset_ = dst_offset_ + first * dst_strides_[k];
+        p.extents_[k] = n;
+        p.count_ = count_ / extent * n;
+        out.push_back(std::move(p));
+      }
+      return out;
+    }
+  }
+  out.push_back(*this);
+  return out;
 }
 
 void CopyPlan::run() const {

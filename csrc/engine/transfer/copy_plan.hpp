@@ -71,6 +71,16 @@ class CopyPlan {
   bool native() const { return kind_ != CopyPlanKind::None; }
   // Slots of the span (span kinds); elements are extents' product otherwise.
   int64_t count() const { return count_; }
+  // Bytes the plan copies (holes of a span included).
+  int64_t bytes() const { return count_ * src_.itemsize; }
+  // At most `pieces` plans that together copy exactly what this one does,
+  // each of at least min_bytes, so several threads can run them at once:
+  // a host span is cut into page-multiple runs, a strided host copy between
+  // two identical layouts along its longest mode (identical layouts map
+  // every source slot to one destination slot, so no two pieces write one
+  // slot with different values). Any other plan, or one too small to cut,
+  // comes back whole.
+  std::vector<CopyPlan> split(int pieces, int64_t min_bytes) const;
 
   // Runs the copy; needs no Python. Throws std::system_error (file I/O),
   // std::bad_alloc, or std::logic_error for a None plan.
@@ -84,6 +94,7 @@ class CopyPlan {
   CopyEndpoint src_, dst_;
   int64_t src_offset_ = 0, dst_offset_ = 0, count_ = 0;
   std::vector<int64_t> extents_, src_strides_, dst_strides_;  // HostStrided
+  bool same_layout_ = false;                                   // HostStrided: split() may cut it
 };
 
 // Walks the coordinates of two layouts of one shape together (first mode

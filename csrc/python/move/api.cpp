@@ -2,8 +2,11 @@
 // spec's order, resolves the exact-pair operation (move_resolve_route),
 // captures the reverse route for a differentiable move, prepares a
 // carrier-definition route, claims ownership of both carriers, allocates an
-// empty destination to layout.cosize, and submits the transfer: to a worker
-// (job.cpp), or through the route's own submit().
+// empty destination to layout.cosize, and submits the transfer: through the
+// route's own submit(), on this thread (a native copy between built-in
+// carriers that the caller waits for anyway, or that is too small to be
+// worth a hand-off), or to a worker (job.cpp; commit_lane.cpp for native
+// copies between built-in carriers).
 #include <memory>
 #include <new>
 
@@ -371,16 +374,56 @@ PyObject* submit_to_worker(Submission& s) {
   Ref shapes = Ref::borrow(j->shapes.get());
   const int64_t submit_id = j->submit_id;
   j->transfer_start_ns = sw::now_ns();
-  if (start_worker(j) < 0) return abandon(s);
+  if ((commits_in_lane(j) ? start_native_worker(j) : start_worker(j)) < 0) return abandon(s);
   // From here the job belongs to the worker (which may already be done).
   s.job.release();
   record_submit(s, submit_id, shapes.get(), true);
   return handle.release();
 }
 
-}  // namespace
+// A native copy completes on the calling thread when nothing in it can
+// block on another thread or run user code: both carriers are exact
+// built-in classes (their release is native), nobody profiles (a profiled
+// move shows its completion on a worker, as it always did), and either the
+// caller waits anyway (move) or the copy is a small one between host
+// buffers, cheaper than the hand-off to a worker (move_async: no I/O and no
+// size-dependent wait before the handle returns).
+constexpr int64_t kAsyncInlineBytes = int64_t(32) << 10;
 
-PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instance, PyObject* op_class) {
+bool builtin_host(PyObject* c) { return Py_TYPE(c) == &CPU_Type; }
+bool builtin_native(PyObject* c) { return Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type; }
+
+bool completes_inline(const Submission& s, bool blocking) {
+  const MoveJob* j = s.job.get();
+  if (j->kind != CopyKind::Native || s.session) return false;
+  if (blocking) return builtin_native(j->source.get()) && builtin_native(j->dest.get());
+  const sw::CopyPlanKind k = j->plan.kind();
+  return builtin_host(j->source.get()) && builtin_host(j->dest.get()) &&
+         (k == sw::CopyPlanKind::HostToHost || k == sw::CopyPlanKind::HostStrided) &&
+         j->plan.bytes() <= kAsyncInlineBytes;
+}
+
+// Copies and commits on this thread; the handle is terminal on return. For
+// a blocking move the result itself is returned (what wait() would return),
+// else the handle.
+PyObject* complete_inline(Submission& s, bool blocking) {
+  MoveJob* j = s.job.release();
+  Ref handle = Ref::borrow(j->handle.get());
+  Ref output = Ref::borrow(j->output.get());
+  Ref source = Ref::borrow(j->source.get());
+  const int rc = run_plan_inline(j->plan);
+  j->plan = sw::CopyPlan();
+  commit(j, rc == 0);
+  if (!blocking) return handle.release();
+  // The commit released the source exactly when it published the output
+  // (this thread held the GIL throughout, so nothing else released it).
+  if (carrier_is_released(source.get())) return output.release();
+  return wait_handle(handle.release());  // raises the recorded failure
+}
+
+// move_async (blocking false: the handle) or move (blocking true: the
+// result) with an optional fixed operation, see move_async_impl.
+PyObject* submit_move(PyObject* tensor, PyObject* dest, PyObject* op_instance, PyObject* op_class, bool blocking) {
   Submission s(tensor, dest, op_instance);
   s.entry_ns = sw::now_ns();
   PyObject* given = op_instance ? reinterpret_cast<PyObject*>(Py_TYPE(op_instance)) : op_class;
@@ -396,7 +439,15 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
     return abandon(s);
   }
   if (build_job(s) < 0) return abandon(s);
-  return s.prepared ? submit_through_provider(s) : submit_to_worker(s);
+  if (!s.prepared && completes_inline(s, blocking)) return complete_inline(s, blocking);
+  PyObject* handle = s.prepared ? submit_through_provider(s) : submit_to_worker(s);
+  return blocking && handle ? wait_handle(handle) : handle;
+}
+
+}  // namespace
+
+PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instance, PyObject* op_class) {
+  return submit_move(tensor, dest, op_instance, op_class, false);
 }
 
 PyObject* wait_handle(PyObject* handle) {
@@ -443,9 +494,7 @@ PyObject* move_async(PyObject* tensor, PyObject* destination) {
 }
 
 PyObject* move_blocking(PyObject* tensor, PyObject* destination) {
-  PyObject* h = move_internal::move_async_impl(tensor, destination, nullptr, nullptr);
-  if (!h) return nullptr;
-  return move_internal::wait_handle(h);
+  return move_internal::submit_move(tensor, destination, nullptr, nullptr, true);
 }
 
 int move_module_init(PyObject* module) {

@@ -10,6 +10,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
+#include "transfer/parallel_copy.hpp"
 
 namespace swpy::move_internal {
 
@@ -27,7 +28,11 @@ int carrier_itemsize(PyObject* c) {
 
 // A carrier whose Python class overrides a slot hook is copied through its
 // hooks, never behind their back.
-bool no_value_hooks(PyObject* c) { return !carrier_overrides(c, "get_value") && !carrier_overrides(c, "set_value"); }
+// (An exact built-in class cannot override its own hooks: no lookup.)
+bool no_value_hooks(PyObject* c) {
+  if (Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type) return true;
+  return !carrier_overrides(c, "get_value") && !carrier_overrides(c, "set_value");
+}
 
 // What the engine can reach of carrier c: the host memory of a native
 // carrier, or the file of a live FileBacked one (either without overridden
@@ -79,6 +84,19 @@ int run_plan_unlocked(const sw::CopyPlan& plan) {
 
 int run_plan_locked(const sw::CopyPlan& plan) {
   std::exception_ptr failure = plan.run_captured();
+  return failure ? raise_engine_exception(failure) : 0;
+}
+
+std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept { return sw::run_parallel_captured(plan); }
+
+int run_plan_inline(const sw::CopyPlan& plan) {
+  // A small copy costs less than handing the GIL over and back.
+  if (plan.bytes() <= kLockedCopyBytes) return run_plan_locked(plan);
+  std::exception_ptr failure;
+  {
+    GilRelease unlocked;
+    failure = sw::run_parallel_captured(plan);
+  }
   return failure ? raise_engine_exception(failure) : 0;
 }
 

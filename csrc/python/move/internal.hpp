@@ -11,10 +11,13 @@
 //                   carriers to the engine, run its plan, or copy value by
 //                   value
 //   lowered.cpp     move_lowered (Evictable residency)
+//   commit_lane.cpp native copies between built-in carriers: copied on a
+//                   worker, committed in batches by one GIL holder
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 
 #include "move/move.hpp"
 #include "transfer/copy_plan.hpp"
@@ -57,6 +60,15 @@ sw::CopyPlan plan_logical(PyObject* src, Py_ssize_t src_off, const sw::Layout& s
 // exception translated.
 int run_plan_unlocked(const sw::CopyPlan& plan);
 int run_plan_locked(const sw::CopyPlan& plan);
+// Copies up to this size run with the GIL held (releasing and retaking it
+// costs more than the copy).
+constexpr int64_t kLockedCopyBytes = int64_t(64) << 10;
+// A move's native copy on this thread: small ones with the GIL held, larger
+// ones with it released and split across the worker pool. 0 / -1.
+int run_plan_inline(const sw::CopyPlan& plan);
+// The worker's native copy: split across the pool when large. What it
+// threw, or null.
+std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept;
 // The Python-level logical copy through the carriers' slot entry points
 // (framework writes: no mutability check, no version bump); slots no
 // coordinate reaches keep their values. 0 / -1.
@@ -122,6 +134,15 @@ bool owned_by_running_move(PyObject* c);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
 // succeeded; otherwise its exception is set. Consumes j.
 void commit(MoveJob* j, bool ok);
+
+// ------------------------------------------------------------ commit_lane.cpp
+
+// Whether j's commit runs no Python code (a native copy between exact
+// built-in carriers), so it can go through the commit lane.
+bool commits_in_lane(const MoveJob* j);
+// start_worker for such a job: the worker copies, then the lane commits. 0,
+// or -1 with RuntimeError set and j still the caller's.
+int start_native_worker(MoveJob* j);
 
 // ------------------------------------------------------------ routes.cpp
 

@@ -125,7 +125,7 @@ int with_provider_scope(MoveJob* j, Body&& body) {
 void run_job(MoveJob* j) {
   std::exception_ptr native_failure;
   if (j->kind == CopyKind::Native) {
-    native_failure = j->plan.run_captured();
+    native_failure = run_plan_parallel(j->plan);  // split across the pool when large
     j->plan = sw::CopyPlan();
   }
   if (compat::is_finalizing()) {

@@ -1,0 +1,19 @@
+// The DLPack export as the C exchange API (dlpack_exchange.cpp) reaches it:
+// dlpack.cpp runs the checks of __dlpack__ and builds the managed tensor.
+#pragma once
+#include <Python.h>
+
+#include "dlpack_export.hpp"
+
+namespace swpy {
+
+// What tensor.__dlpack__(max_version=(1, 0)) would put in its capsule: the
+// same checks in the same order, the READ_ONLY flag, and a strong reference
+// to tensor that the managed tensor's deleter drops. NULL with the
+// exception set.
+DLManagedTensorVersioned* dlpack_export_v1(PyObject* tensor);
+// The same checks, describing the export into spec (no reference is taken:
+// spec.leaves points into tensor's Layout). 0 / -1.
+int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec);
+
+}  // namespace swpy
