@@ -77,7 +77,9 @@ def test_direct_builtin_copy_refuses_a_destination_owned_by_someone_else():
     with pytest.raises(RuntimeError, match="owned by another carrier or a pending move"):
         sw.ElementwiseMoveOperation()._copy(src, dst, out, 2)
     assert not src.carrier.is_owned()  # the source's claim was given back
-    assert dst._relinquish_ownership(token) is None or not dst.is_owned()
+    assert dst.is_owned()  # the other owner's claim is untouched
+    dst._relinquish_ownership(token)
+    assert not dst.is_owned()
 
 
 def test_direct_builtin_copy_with_owner_access_on_this_thread_works():
@@ -91,7 +93,6 @@ def test_direct_builtin_copy_with_owner_access_on_this_thread_works():
     try:
         out = sw.Tensor(dst, 0, src.layout)
         sw.ElementwiseMoveOperation()._copy(src, dst, out, 2)
-        sw.CpuToFileBackedMoveOperation  # bulk class exists
     finally:
         src.carrier._end_owner_access(ts)
         dst._end_owner_access(td)
@@ -321,14 +322,12 @@ def test_write_whose_conversion_claims_the_carrier_is_refused():
             tokens.append(c._claim_ownership())
             return 3
 
-    before = c._version if hasattr(c, "_version") else None
     with pytest.raises(RuntimeError, match="changed during the write"):
         c[0] = Claiming()
     assert c[0] == 0
     c._relinquish_ownership(tokens[0])
     c[0] = 4
     assert c[0] == 4
-    del before
 
 
 # ------------------------------------------------------------ item 12
