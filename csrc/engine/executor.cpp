@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <system_error>
 #include <thread>
 
 namespace sw {
@@ -50,8 +51,12 @@ struct Pool {
   size_t threads = 0;  // alive workers
   size_t idle = 0;     // workers waiting for a job
   size_t pending = 0;  // queued plus running jobs
+  size_t blocked = 0;  // workers blocked waiting for other work (BlockingScope)
   size_t core = 2;
 };
+
+// The pool a worker thread belongs to (NULL on every other thread).
+thread_local Pool* t_worker_of = nullptr;
 
 // Never deleted: detached workers may still reference it at process exit.
 std::atomic<Pool*> g_pool{nullptr};
@@ -86,7 +91,25 @@ void lower_wakeup_priority() {
 #endif
 }
 
+void worker(Pool* p);
+
+// Starts one more worker when queued work has nobody to run it. Workers
+// blocked in a BlockingScope do not count against the cap: they wait for
+// queued work, so the cap must not stop that work from starting. Called with
+// p->m held. false when no thread could be started.
+bool grow_if_needed(Pool* p) {
+  if (p->idle >= p->queue.size() || p->threads - p->blocked >= kMaxThreads) return true;
+  try {
+    std::thread(worker, p).detach();
+    ++p->threads;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 void worker(Pool* p) {
+  t_worker_of = p;
   lower_wakeup_priority();
   std::unique_lock<std::mutex> lk(p->m);
   for (;;) {
@@ -127,22 +150,34 @@ void submit(std::function<void()> job) {
   std::unique_lock<std::mutex> lk(p->m);
   p->queue.push_back(std::move(job));
   ++p->pending;
-  if (p->idle < p->queue.size() && p->threads < kMaxThreads) {
-    try {
-      std::thread(worker, p).detach();
-      ++p->threads;
-    } catch (...) {
-      if (p->threads == 0) {
-        // Nobody would ever run it: take it back and report.
-        p->queue.pop_back();
-        --p->pending;
-        throw;
-      }
-    }
+  if (!grow_if_needed(p) && p->threads == 0) {
+    // Nobody would ever run it: take it back and report.
+    p->queue.pop_back();
+    --p->pending;
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                            "cannot start a worker thread");
   }
   lk.unlock();
   p->cv.notify_one();
 }
+
+BlockingScope::BlockingScope() {
+  Pool* p = t_worker_of;
+  if (!p || p != g_pool.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lk(p->m);
+  pool_ = p;
+  ++p->blocked;
+  grow_if_needed(p);
+}
+
+BlockingScope::~BlockingScope() {
+  if (!pool_) return;
+  Pool* p = static_cast<Pool*>(pool_);
+  std::lock_guard<std::mutex> lk(p->m);
+  --p->blocked;
+}
+
+bool on_worker_thread() { return t_worker_of != nullptr; }
 
 size_t executor_thread_count() {
   Pool* p = g_pool.load(std::memory_order_acquire);

@@ -32,13 +32,31 @@ class Completion {
 
 // Runs job on a worker thread. The pool starts lazily with 2-4 core threads
 // (by hardware concurrency); when every worker is busy, for instance blocked
-// in a user hook, an extra worker is started (up to a cap) so queued work
-// never waits behind a job that waits for it. Extra workers exit after
-// being idle for a while. Workers are detached and the pool state is never
+// in a user hook, an extra worker is started (up to a cap, not counting
+// workers in a BlockingScope) so queued work never waits behind a job that
+// waits for it. Extra workers exit after being idle for a while. Workers are detached and the pool state is never
 // destroyed, so process exit neither joins nor races a static destructor;
 // in a forked child the pool starts afresh. Jobs must not throw (an escaping
 // exception is swallowed so a worker never dies with std::terminate).
 void submit(std::function<void()> job);
+
+// Marks the current worker thread as blocked waiting for other work (say a
+// move's _copy hook waiting on a nested move) for the scope's lifetime:
+// queued jobs then get a new worker even past the cap, so any number of
+// such waits never deadlock the pool. Does nothing off worker threads.
+class BlockingScope {
+ public:
+  BlockingScope();
+  ~BlockingScope();
+  BlockingScope(const BlockingScope&) = delete;
+  BlockingScope& operator=(const BlockingScope&) = delete;
+
+ private:
+  void* pool_ = nullptr;
+};
+
+// True on a worker thread of the pool.
+bool on_worker_thread();
 
 // Workers currently alive (core and extra); 0 before the first submit.
 size_t executor_thread_count();

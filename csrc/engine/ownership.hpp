@@ -12,7 +12,8 @@ namespace sw {
 
 class Ownership {
  public:
-  // 0 when already owned; a fresh non-zero token otherwise.
+  // 0 when already owned; otherwise a fresh token: positive, 63 random bits
+  // from the OS CSPRNG (unguessable, so it works as a capability).
   int64_t claim();
   // false when token does not match the current owner.
   bool relinquish(int64_t token);

@@ -26,6 +26,7 @@ struct AwaitObject {
   sw::Completion* completion;  // owned
   PyObject* result;            // terminal value on success
   PyObject* error;             // terminal exception instance on failure
+  PyObject* error_tb;          // error's traceback when recorded (or NULL)
 };
 
 namespace {
@@ -36,6 +37,7 @@ int Await_traverse(PyObject* self, visitproc visit, void* arg) {
   AwaitObject* a = as_await(self);
   Py_VISIT(a->result);
   Py_VISIT(a->error);
+  Py_VISIT(a->error_tb);
   return 0;
 }
 
@@ -45,6 +47,7 @@ int Await_clear(PyObject* self) {
   AwaitObject* a = as_await(self);
   Py_CLEAR(a->result);
   Py_CLEAR(a->error);
+  Py_CLEAR(a->error_tb);
   return 0;
 }
 
@@ -68,9 +71,14 @@ PyObject* Await_repr(PyObject* self) {
 PyObject* Await_get_done(PyObject* self, void*) { return PyBool_FromLong(as_await(self)->completion->done()); }
 
 // Re-raises the recorded exception object itself (identity is part of the
-// contract), with the traceback it carries.
-PyObject* raise_recorded(PyObject* exc) {
-  compat::restore_raised(Py_NewRef(exc));
+// contract) with the traceback it had when the operation failed: raising
+// appends the waiter's frames to __traceback__, so without the reset every
+// wait() would grow it (and pin every caller frame).
+PyObject* raise_recorded(AwaitObject* a) {
+  if (PyExceptionInstance_Check(a->error) &&
+      PyException_SetTraceback(a->error, a->error_tb ? a->error_tb : Py_None) < 0)
+    return nullptr;
+  compat::restore_raised(Py_NewRef(a->error));
   return nullptr;
 }
 
@@ -79,6 +87,10 @@ PyObject* raise_recorded(PyObject* exc) {
 // handlers so Ctrl-C interrupts a long wait. 1 done, 0 timed out, -1 error.
 int block(AwaitObject* a, int64_t deadline_ns) {
   const auto slice = std::chrono::milliseconds(100);
+  if (a->completion->done()) return 1;
+  // On a move worker (a _copy hook waiting on a nested move) this lets the
+  // pool start a worker for the work we wait on, past its cap if need be.
+  sw::BlockingScope blocking;
   for (;;) {
     if (a->completion->done()) return 1;
     std::chrono::nanoseconds step = slice;
@@ -119,7 +131,7 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TimeoutError, "the operation did not complete within the timeout");
   } else if (r > 0) {
     if (a->error)
-      raise_recorded(a->error);
+      raise_recorded(a);
     else if (a->result)
       out = Py_NewRef(a->result);
     else
@@ -160,6 +172,7 @@ PyObject* await_new(PyTypeObject* type) {
   a->weakreflist = nullptr;
   a->result = nullptr;
   a->error = nullptr;
+  a->error_tb = nullptr;
   try {
     a->completion = new sw::Completion();
   } catch (const std::bad_alloc&) {
@@ -193,6 +206,7 @@ int await_fail(PyObject* handle) {
     }
   }
   a->error = exc;
+  if (PyExceptionInstance_Check(exc)) a->error_tb = PyException_GetTraceback(exc);
   a->completion->set();
   return 1;
 }

@@ -502,6 +502,27 @@ int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v) {
       PyErr_Format(PyExc_RuntimeError, "%s carrier is not mutable", type_name(c));
     return -1;
   }
+  // Converting v for a native slot may run Python code (__float__,
+  // __index__) that releases c or starts a move claiming it; a write after
+  // that would be acknowledged and lost. So convert first and check again;
+  // the converted value's write runs no Python code.
+  Ref converted;
+  CarrierObject* o = as_carrier(c);
+  if (o->vt && !overrides(c, s_set_value) && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) &&
+      !PyBool_Check(v)) {
+    converted = Ref::steal(value_coerce(o->vt->dtype_code(o), v));
+    if (!converted) return -1;
+    v = converted.get();
+    m = o->released ? 0 : carrier_is_mutable(c);
+    if (m < 0) return -1;
+    if (!m) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s carrier changed during the write: converting the value released it or a move or owner "
+                   "claimed it; nothing was written",
+                   type_name(c));
+      return -1;
+    }
+  }
   if (carrier_set_unchecked(c, i, v) < 0) return -1;
   as_carrier(c)->version += 1;
   return 0;

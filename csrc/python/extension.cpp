@@ -58,6 +58,38 @@ using ext::field;
 using ext::g;
 using ext::observe;
 
+// g.observed maps id(cls) -> (weak reference to cls, its own StorageProvider
+// or None). Observing a class must not keep it alive (a program creating
+// classes would grow without bound), so the entry is keyed by address and
+// the weak reference's callback drops it when the class dies, before the
+// address can be reused.
+PyObject* forget_observed(PyObject* key, PyObject*) {
+  if (g.observed && PyDict_DelItem(g.observed, key) < 0) PyErr_Clear();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef forget_observed_def = {"_forget_observed_class", forget_observed, METH_O, nullptr};
+
+// 1 with *value (borrowed: the StorageProvider or None), 0 when cls was not
+// observed, -1 with an exception.
+int observed_lookup(PyObject* cls, PyObject** value) {
+  Ref key = Ref::steal(PyLong_FromVoidPtr(cls));
+  if (!key) return -1;
+  PyObject* entry = PyDict_GetItemWithError(g.observed, key.get());
+  if (!entry) return PyErr_Occurred() ? -1 : 0;
+  *value = PyTuple_GET_ITEM(entry, 1);
+  return 1;
+}
+
+int observed_add(PyObject* cls, PyObject* value) {
+  Ref key = Ref::steal(PyLong_FromVoidPtr(cls));
+  Ref callback = key ? Ref::steal(PyCFunction_New(&forget_observed_def, key.get())) : Ref();
+  Ref ref = callback ? Ref::steal(PyWeakref_NewRef(cls, callback.get())) : Ref();
+  Ref entry = ref ? Ref::steal(PyTuple_Pack(2, ref.get(), value)) : Ref();
+  if (!entry) return -1;
+  return PyDict_SetItem(g.observed, key.get(), entry.get());
+}
+
 
 // The record classes, importing extension.py on first use if it has not
 // handed them over yet (it always has once strideweave is imported). 0 / -1.
@@ -497,7 +529,8 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_TypeError, "%s already has a CarrierDefinition; a class is registered once", tname(cls));
     return nullptr;
   }
-  int seen = PyDict_Contains(g.observed, cls_obj);
+  PyObject* ignored_value;
+  int seen = observed_lookup(cls_obj, &ignored_value);
   if (seen < 0) return nullptr;
   if (seen) {
     PyErr_Format(PyExc_TypeError,
@@ -570,22 +603,24 @@ ext::ExtensionState ext::g;
 int ext::observe(PyTypeObject* cls, PyObject** storage) {
   *storage = nullptr;
   if (!is_heap(cls)) return 0;  // built-ins never have a definition
-  PyObject* s = PyDict_GetItemWithError(g.observed, as_obj(cls));
-  if (!s) {
-    if (PyErr_Occurred()) return -1;
+  PyObject* s = nullptr;
+  int found = observed_lookup(as_obj(cls), &s);
+  if (found < 0) return -1;
+  if (!found) {
     PyObject* mro = cls->tp_mro;
     for (Py_ssize_t k = 0; mro && k < PyTuple_GET_SIZE(mro); ++k) {
       PyTypeObject* c = as_type(PyTuple_GET_ITEM(mro, k));
       if (!is_heap(c)) break;
-      int has = PyDict_Contains(g.observed, as_obj(c));
+      PyObject* ignored;
+      int has = observed_lookup(as_obj(c), &ignored);
       if (has < 0) return -1;
       if (has) continue;
       Ref cs = Ref::steal(own_storage(c));
       if (!cs && PyErr_Occurred()) return -1;
-      if (PyDict_SetItem(g.observed, as_obj(c), cs ? cs.get() : Py_None) < 0) return -1;
+      if (observed_add(as_obj(c), cs ? cs.get() : Py_None) < 0) return -1;
     }
-    s = PyDict_GetItemWithError(g.observed, as_obj(cls));
-    if (!s) {
+    found = observed_lookup(as_obj(cls), &s);
+    if (found <= 0) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "carrier class observation failed");
       return -1;
     }

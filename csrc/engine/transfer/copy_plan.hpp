@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layout.hpp"
+#include "layout_iter.hpp"
 #include "storage.hpp"
 
 namespace sw {
@@ -98,29 +99,16 @@ class CopyPlan {
 
 // Walks the coordinates of two layouts of one shape together (first mode
 // fastest), calling f(ordinal, src_index, dst_index) until it returns false.
-// Precondition: a and b have the same number of leaves with equal extents.
-// True when every coordinate was visited.
+// For idempotent copies: a mode whose stride is 0 on both sides only repeats
+// the same pair and is walked once (a broadcast view costs its cosize, not
+// its logical size); ordinal counts the pairs visited. Throws
+// std::invalid_argument unless a and b have the same extents leaf by leaf.
+// True when every pair was visited.
 template <class F>
 bool for_each_index_pair(const std::vector<LeafMode>& a, const std::vector<LeafMode>& b, F&& f) {
-  int64_t total = 1;
-  for (const auto& m : a) total *= m.extent;
-  const size_t n = a.size();
-  std::vector<int64_t> coord(n, 0);
-  int64_t ai = 0, bi = 0;
-  for (int64_t ord = 0; ord < total; ++ord) {
-    if (!f(ord, ai, bi)) return false;
-    for (size_t d = 0; d < n; ++d) {
-      if (++coord[d] < a[d].extent) {
-        ai += a[d].stride;
-        bi += b[d].stride;
-        break;
-      }
-      ai -= a[d].stride * (a[d].extent - 1);
-      bi -= b[d].stride * (b[d].extent - 1);
-      coord[d] = 0;
-    }
-  }
-  return true;
+  const JointModes<2> modes = joint_modes<2>({&a, &b}, Repeats::Skip);
+  int64_t ordinal = 0;
+  return walk(modes, [&](const Indices<2>& i) -> bool { return f(ordinal++, i[0], i[1]); });
 }
 
 }  // namespace sw

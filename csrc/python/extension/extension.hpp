@@ -22,7 +22,7 @@ struct ExtensionState {
   PyObject* definitions = nullptr;  // cls -> CarrierDefinition
   PyObject* routes = nullptr;       // (src cls, dst cls) -> route operation class
   PyObject* route_of = nullptr;     // route operation class -> TransferRoute
-  PyObject* observed = nullptr;     // observed cls -> its own StorageProvider or None
+  PyObject* observed = nullptr;     // id(cls) -> (weakref(cls), own StorageProvider or None)
   // Interned attribute names of the records.
   struct {
     PyObject *supports_dtype, *physical_size, *allocate, *release, *read, *write, *elementwise_fallback;

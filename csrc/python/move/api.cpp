@@ -172,7 +172,7 @@ struct Submission {
 };
 
 // The last row of the validation table, decided before the reverse route,
-// prepare() or any claim, so a carrier that cannot allocate fails like a
+// any claim or prepare(), so a carrier that cannot allocate fails like a
 // too-small one: no provider call, no submit event.
 int check_capacity(Submission& s) {
   s.count = static_cast<Py_ssize_t>(layout_of(s.layout()).cosize());
@@ -216,8 +216,8 @@ int capture_reverse_route(Submission& s) {
 }
 
 // A carrier-definition route is prepared now, after every validation and
-// before anything is claimed or allocated; a declined route may fall back
-// to the elementwise operation.
+// the claim of both carriers, before anything is allocated; a declined route
+// may fall back to the elementwise operation.
 int prepare_route(Submission& s) {
   if (!state.route_hooks.prepare) return 0;
   PyObject* prepared = nullptr;
@@ -280,9 +280,9 @@ int bind_operation(Submission& s) {
   return 0;
 }
 
-// Builds the job: claims, grows the destination, creates the output, the
-// operation and the handle, and decides how the worker copies. 0 / -1.
-int build_job(Submission& s) {
+// Creates the job and claims both carriers for it: before prepare(), so
+// nothing can write or release a participant while the provider prepares.
+int claim_job(Submission& s) {
   s.job.reset(new (std::nothrow) MoveJob());
   if (!s.job) {
     PyErr_NoMemory();
@@ -297,7 +297,14 @@ int build_job(Submission& s) {
   j->src_version = as_carrier(s.source())->version;
   j->dst_version = as_carrier(s.dest)->version;
   s.session = Ref::borrow(profiler_current());
-  if (claim_carriers(s) < 0 || grow_destination(s) < 0) return -1;
+  return claim_carriers(s);
+}
+
+// Completes the claimed job: grows the destination, creates the output, the
+// operation and the handle, and decides how the worker copies. 0 / -1.
+int build_job(Submission& s) {
+  MoveJob* j = s.job.get();
+  if (grow_destination(s) < 0) return -1;
   j->output.reset(tensor_new(s.dest, 0, s.layout()));
   if (!j->output || bind_operation(s) < 0) return -1;
   j->handle.reset(await_new(&AwaitMove_Type));
@@ -352,8 +359,8 @@ PyObject* submit_through_provider(Submission& s) {
   Ref shapes = Ref::borrow(j->shapes.get());
   const int64_t submit_id = j->submit_id;
   j->transfer_start_ns = sw::now_ns();
-  const int r = run_provider_submit(j, s.prepared.get());
-  s.prepared.reset();
+  j->prepared = std::move(s.prepared);
+  const int r = run_provider_submit(j, j->prepared.get());
   if (r == 1 && start_worker(j) < 0) commit(j, false);
   record_submit(s, submit_id, shapes.get(), true);
   if (r != 1) commit(j, r == 0);
@@ -420,10 +427,16 @@ PyObject* submit_move(PyObject* tensor, PyObject* dest, PyObject* op_instance, P
   Submission s(tensor, dest, op_instance);
   s.entry_ns = sw::now_ns();
   PyObject* given = op_instance ? reinterpret_cast<PyObject*>(Py_TYPE(op_instance)) : op_class;
+  if (refuse_after_shutdown() < 0) return nullptr;
   if (validate(tensor, dest, given, &s.cls) < 0 || check_capacity(s) < 0 || take_instance(s) < 0) return nullptr;
-  if (capture_reverse_route(s) < 0 || prepare_route(s) < 0) {
+  if (capture_reverse_route(s) < 0) {
     give_back_instance(s);
     return nullptr;
+  }
+  if (claim_job(s) < 0) return abandon(s);
+  if (prepare_route(s) < 0) {
+    s.submit_failed = false;  // prepare() refused: nothing was submitted
+    return abandon(s);
   }
   if (build_job(s) < 0) return abandon(s);
   if (!s.prepared && completes_inline(s, blocking)) return complete_inline(s, blocking);

@@ -93,6 +93,9 @@ struct MoveJob {
   Ref session;     // profiler session or NULL
   Ref shapes;      // (shape,) for profiling
   Ref completion;  // ProviderCompletion (CopyKind::Provider)
+  // The route's PreparedTransfer: every provider resource stays valid until
+  // the terminal commit, including what only its closure holds.
+  Ref prepared;
   int64_t src_token = 0, dst_token = 0;
   uint64_t src_version = 0, dst_version = 0;
   Py_ssize_t count = 0;  // layout cosize
@@ -122,6 +125,12 @@ int run_provider_submit(MoveJob* j, PyObject* prepared);
 // Hands j to a worker thread (counted in flight). 0, or -1 with
 // RuntimeError set and j still the caller's.
 int start_worker(MoveJob* j);
+// RuntimeError once interpreter shutdown has begun (the exit drain runs):
+// no new move starts then. 0 / -1.
+int refuse_after_shutdown();
+// True on a move worker running that move's _copy when c is one of its two
+// carriers, still owned by the move: nobody else can release it meanwhile.
+bool owned_by_running_move(PyObject* c);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
 // succeeded; otherwise its exception is set. Consumes j.
 void commit(MoveJob* j, bool ok);

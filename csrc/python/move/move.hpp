@@ -38,7 +38,9 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination);
 //    0 when the legacy registry governs the pair; -1 with an exception
 //    (NotImplementedError naming both classes when nothing is permitted).
 //  prepare: called by move_async after every validation (and the reverse-
-//    route capture), before ownership is claimed or anything allocated.
+//    route capture) and after ownership of both carriers is claimed (so no
+//    one else can write or release them meanwhile), before anything is
+//    allocated.
 //    For a route operation class it runs TransferProvider.prepare (grad
 //    mode off): 1 with *prepared a new reference to the PreparedTransfer;
 //    2 when the provider declined and the elementwise fallback is permitted

@@ -94,6 +94,70 @@ int parse_copy_args(PyObject* args, CopyArgs* a) {
   return 0;
 }
 
+// A built-in _copy may be called directly, outside any move, on carriers
+// nobody has claimed; releasing the GIL over them would let a concurrent
+// release() free the storage under the copy. So each participant is
+// claimed for the copy, unless it is already owned: by the move running this
+// _copy (safe, nobody else can touch it), or by a token whose owner access
+// this thread holds (a TiledEvictable tier), which is copied with the GIL
+// held since its owner may act from another thread. A destination owned by
+// someone else is refused like any write to an owned carrier.
+class CopyClaims {
+ public:
+  CopyClaims() = default;
+  CopyClaims(const CopyClaims&) = delete;
+  CopyClaims& operator=(const CopyClaims&) = delete;
+  ~CopyClaims() {
+    ErrorGuard keep;
+    for (auto& c : claims_)
+      if (c.token && carrier_relinquish(c.carrier, c.token) < 0) PyErr_Clear();
+  }
+
+  // 0, or -1 with RuntimeError set.
+  int take(PyObject* src, PyObject* dst) {
+    if (take_one(src, false) < 0) return -1;
+    return dst == src ? 0 : take_one(dst, true);
+  }
+  // Whether the copy may run with the GIL released.
+  bool unlocked() const { return unlocked_; }
+
+ private:
+  struct Claim {
+    PyObject* carrier = nullptr;
+    int64_t token = 0;
+  };
+  int take_one(PyObject* c, bool written) {
+    const sw::Ownership& own = as_carrier(c)->ownership;
+    if (!own.is_owned()) {
+      const int64_t t = carrier_claim(c);
+      if (!t) return -1;
+      claims_[n_++] = Claim{c, t};
+      return 0;
+    }
+    if (owned_by_running_move(c)) return 0;
+    unlocked_ = false;
+    if (written && !own.has_access(current_thread_id())) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "_copy() destination %s carrier is owned by another carrier or a pending move; it can be "
+                   "written only with owner access",
+                   type_name(c));
+      return -1;
+    }
+    return 0;
+  }
+  Claim claims_[2];
+  int n_ = 0;
+  bool unlocked_ = true;
+};
+
+// Runs a native plan between src and dst as a directly called built-in
+// _copy must (see CopyClaims). 0 / -1.
+int run_claimed(PyObject* src, PyObject* dst, const sw::CopyPlan& plan) {
+  CopyClaims claims;
+  if (claims.take(src, dst) < 0) return -1;
+  return claims.unlocked() ? run_plan_unlocked(plan) : run_plan_locked(plan);
+}
+
 // Built-in _copy of ElementwiseMoveOperation: a native strided copy of the
 // logical elements when both carriers are native, else value by value
 // through the carriers (slots the layout does not address are untouched).
@@ -106,7 +170,7 @@ PyObject* Elementwise_copy(PyObject*, PyObject* args) {
   const sw::Layout& dl = layout_of(o->layout);
   const sw::CopyPlan plan = plan_logical(s->carrier, s->offset, sl, a.dest, o->offset, dl);
   const int rc =
-      plan.native() ? run_plan_unlocked(plan) : copy_values(s->carrier, s->offset, sl, a.dest, o->offset, dl);
+      plan.native() ? run_claimed(s->carrier, a.dest, plan) : copy_values(s->carrier, s->offset, sl, a.dest, o->offset, dl);
   if (rc < 0) return nullptr;
   Py_RETURN_NONE;
 }
@@ -130,7 +194,7 @@ PyObject* Bulk_copy(PyObject* self, PyObject* args) {
                  type_name(self));
     return nullptr;
   }
-  if (run_plan_unlocked(plan) < 0) return nullptr;
+  if (run_claimed(s->carrier, a.dest, plan) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
