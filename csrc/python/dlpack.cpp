@@ -44,14 +44,7 @@ PyObject* s_device_id;
 // True while Python objects may still be touched from a foreign thread. Once
 // finalization has begun, PyGILState_Ensure may hang or kill the calling
 // thread, so the reference is deliberately leaked instead.
-bool interpreter_alive() {
-  if (!Py_IsInitialized()) return false;
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsFinalizing();
-#else
-  return !_Py_IsFinalizing();
-#endif
-}
+bool interpreter_alive() { return compat::interpreter_alive(); }
 
 // Py_DECREF that leaves a pending exception exactly as it was. GIL held.
 void decref_preserving_error(PyObject* o) {
@@ -59,16 +52,8 @@ void decref_preserving_error(PyObject* o) {
     Py_DECREF(o);
     return;
   }
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject* pending = PyErr_GetRaisedException();
+  ErrorGuard keep;
   Py_DECREF(o);
-  PyErr_SetRaisedException(pending);
-#else
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  Py_DECREF(o);
-  PyErr_Restore(type, value, traceback);
-#endif
 }
 
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
@@ -157,32 +142,15 @@ int to_int32(PyObject* o, const char* what, int32_t* out) {
 // Replaces the pending exception with a TypeError about info's type, chained
 // from it (raise TypeError(...) from exc).
 void raise_type_error_from_current(PyObject* info) {
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject* cause = PyErr_GetRaisedException();
-#else
-  PyObject *type, *cause, *traceback;
-  PyErr_Fetch(&type, &cause, &traceback);
-  PyErr_NormalizeException(&type, &cause, &traceback);
-  if (cause && traceback) PyException_SetTraceback(cause, traceback);
-  Py_XDECREF(type);
-  Py_XDECREF(traceback);
-#endif
+  PyObject* cause = compat::take_raised();
   PyErr_Format(PyExc_TypeError,
                "dlpack_info() must return a mapping convertible to dict with keys pointer, device_type "
                "and device_id, not %.100s",
                Py_TYPE(info)->tp_name);
   if (!cause) return;
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject* exc = PyErr_GetRaisedException();
+  PyObject* exc = compat::take_raised();
   PyException_SetCause(exc, cause);  // steals cause
-  PyErr_SetRaisedException(exc);
-#else
-  PyObject *type2, *exc, *traceback2;
-  PyErr_Fetch(&type2, &exc, &traceback2);
-  PyErr_NormalizeException(&type2, &exc, &traceback2);
-  PyException_SetCause(exc, cause);  // steals cause
-  PyErr_Restore(type2, exc, traceback2);
-#endif
+  compat::restore_raised(exc);
 }
 
 // Resolves the carrier's DLPack opt-in: calls the dlpack_info() hook (its

@@ -3,6 +3,7 @@
 
 #include "dtype_object.hpp"
 #include "module.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 
@@ -83,7 +84,7 @@ PyObject* DType_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (!self) { Py_DECREF(tup); return nullptr; }
   as_dtype(self)->code = sw::DTypeCode::Compound;
   // Not type->tp_name: renaming the class frees that buffer. Readers name a
-  // compound by _PyType_Name(Py_TYPE(d)).
+  // compound by type_name(d).
   as_dtype(self)->name = "CompoundDType";
   as_dtype(self)->simple_types = tup;
   return self;
@@ -97,12 +98,12 @@ void DType_dealloc(PyObject* self) {
 bool is_compound(PyObject* self) { return as_dtype(self)->code == sw::DTypeCode::Compound; }
 
 PyObject* DType_repr(PyObject* self) {
-  if (is_compound(self)) return PyUnicode_FromFormat("%s()", _PyType_Name(Py_TYPE(self)));
+  if (is_compound(self)) return PyUnicode_FromFormat("%s()", type_name(self));
   return PyUnicode_FromFormat("DType.%s", as_dtype(self)->name);
 }
 
 PyObject* DType_get_name(PyObject* self, void*) {
-  if (is_compound(self)) return PyUnicode_FromString(_PyType_Name(Py_TYPE(self)));
+  if (is_compound(self)) return PyUnicode_FromString(type_name(self));
   return PyUnicode_FromString(as_dtype(self)->name);
 }
 

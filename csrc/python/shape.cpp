@@ -230,7 +230,7 @@ Py_ssize_t IntTree_len(PyObject* self) { return static_cast<Py_ssize_t>(tree_of(
 PyObject* IntTree_item(PyObject* self, Py_ssize_t i) {
   const auto& ch = tree_of(self).children;
   if (i < 0 || i >= static_cast<Py_ssize_t>(ch.size())) {
-    PyErr_Format(PyExc_IndexError, "%s index out of range", _PyType_Name(Py_TYPE(self)));
+    PyErr_Format(PyExc_IndexError, "%s index out of range", type_name(self));
     return nullptr;
   }
   return mode_to_py(self, ch[static_cast<size_t>(i)]);
@@ -257,14 +257,14 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
     if (i < 0) i += static_cast<Py_ssize_t>(ch.size());
     return IntTree_item(self, i);
   }
-  PyErr_Format(PyExc_TypeError, "%s indices must be integers or slices, not %.100s", _PyType_Name(Py_TYPE(self)),
+  PyErr_Format(PyExc_TypeError, "%s indices must be integers or slices, not %.100s", type_name(self),
                Py_TYPE(key)->tp_name);
   return nullptr;
 }
 
 PyObject* IntTree_repr(PyObject* self) {
   try {
-    std::string s = std::string(_PyType_Name(Py_TYPE(self))) + "<" + sw::to_string(tree_of(self)) + ">";
+    std::string s = std::string(type_name(self)) + "<" + sw::to_string(tree_of(self)) + ">";
     return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
   } catch (const std::bad_alloc&) {
     return PyErr_NoMemory();
@@ -279,7 +279,7 @@ PyObject* IntTree_richcompare(PyObject* a, PyObject* b, int op) {
 }
 
 int IntTree_setattro(PyObject* self, PyObject* name, PyObject*) {
-  PyErr_Format(PyExc_AttributeError, "%s is immutable: cannot set or delete attribute %R", _PyType_Name(Py_TYPE(self)),
+  PyErr_Format(PyExc_AttributeError, "%s is immutable: cannot set or delete attribute %R", type_name(self),
                name);
   return -1;
 }

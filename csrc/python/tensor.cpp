@@ -9,6 +9,7 @@
 #include "autograd/autograd.hpp"
 #include "module.hpp"
 #include "tensor_data.hpp"
+#include "util/errors.hpp"
 
 namespace swpy {
 
@@ -171,7 +172,7 @@ PyObject* Tensor_get_grad(PyObject* self, void*) {
     PyObject* d = t->dtype;
     PyErr_Format(PyExc_RuntimeError, "a %s tensor is not differentiable and has no grad",
                  !d ? "?"
-                    : dtype_code(d) == sw::DTypeCode::Compound ? _PyType_Name(Py_TYPE(d))
+                    : dtype_code(d) == sw::DTypeCode::Compound ? type_name(d)
                                                                : reinterpret_cast<DTypeObject*>(d)->name);
     return nullptr;
   }
