@@ -40,7 +40,11 @@ bool no_value_hooks(PyObject* c) {
 sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
   void* host = carrier_host_data(c);
   if (host && no_value_hooks(c)) return sw::CopyEndpoint::host_span(host, itemsize);
-  if (PyObject_TypeCheck(c, &FileBacked_Type) && !carrier_is_released(c) && no_value_hooks(c)) {
+  // The file is read with the hooks' item size and count: a FileBacked
+  // whose dtype() or size() is overridden is copied through its slot hooks
+  // (carrier_host_data applies the same rule to host memory).
+  if (PyObject_TypeCheck(c, &FileBacked_Type) && !carrier_is_released(c) && no_value_hooks(c) &&
+      !carrier_overrides(c, "dtype") && !carrier_overrides(c, "size")) {
     sw::FileStorage& f = reinterpret_cast<FileBackedObject*>(c)->file;
     if (f.is_open()) return sw::CopyEndpoint::file_span(f, itemsize);
   }
