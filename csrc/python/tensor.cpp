@@ -195,6 +195,7 @@ int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
   }
   // The next backward sums into .grad: refuse now what it could not sum
   // (issue 15 item 15) instead of accepting it silently.
+  if (tensor_reject_multi(value, "as grad") < 0) return -1;
   if (!tensor_is_differentiable(value)) {
     PyObject* d = as_tensor(value)->dtype;
     PyErr_Format(PyExc_TypeError, "grad must be a Float32 or Floating tensor, not %s",
@@ -202,7 +203,6 @@ int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
                                                                : "a compound dtype");
     return -1;
   }
-  if (tensor_reject_multi(value, "as grad") < 0 || tensor_reject_multi(self, "grad") < 0) return -1;
   LayoutObject* have = reinterpret_cast<LayoutObject*>(t->layout);
   LayoutObject* got = reinterpret_cast<LayoutObject*>(as_tensor(value)->layout);
   if (!(layout_of(t->layout).shape() == layout_of(as_tensor(value)->layout).shape())) {
