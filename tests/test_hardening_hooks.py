@@ -279,3 +279,72 @@ def test_grad_setter_refuses_a_multi_subtensor_tensor():
     with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor as grad"):
         x.grad = multi
     assert x.grad is None
+
+
+# ------------------------------------------------------------ item 20: Evictable tiers
+
+
+def test_evictable_rejects_an_undersized_non_empty_secondary_and_claims_nothing():
+    p, s = cpu([1.0, 2.0, 3.0]), sw.CPU(2)
+    with pytest.raises(ValueError, match="too small.*never grown.*empty secondary that can grow"):
+        sw.Evictable(p, s)
+    assert not p.is_owned() and not s.is_owned()
+    ev = sw.Evictable(p, sw.FileBacked(dtype=F32))  # an empty secondary grows
+    ev.evict()
+    ev.promote()
+    assert [ev[i] for i in range(3)] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("evicted", [False, True])
+def test_gc_of_an_evictable_relinquishes_and_releases_caller_supplied_tiers(evicted):
+    # Decision (README, Evictable docstring): the tiers' storage belonged to
+    # the Evictable; after GC the caller's references name unowned, released
+    # carriers that fail cleanly on use.
+    p, s = cpu([1.0, 2.0]), sw.CPU(2)
+    ev = sw.Evictable(p, s)
+    if evicted:
+        ev.evict()
+    del ev
+    gc.collect()
+    for tier in (p, s):
+        assert not tier.is_owned() and tier.is_released()
+        with pytest.raises(RuntimeError, match="released"):
+            tier[0]
+        with pytest.raises(RuntimeError, match="released"):
+            tier[0] = 1.0
+        with pytest.raises(RuntimeError):
+            tier._claim_ownership()
+
+
+# ------------------------------------------------------------ bool is never a size, offset, count or timeout
+
+
+@pytest.mark.parametrize("call,fragment", [
+    (lambda: sw.CPU(True), "size must be an int, not bool"),
+    (lambda: sw.CPU(size=False), "size must be an int, not bool"),
+    (lambda: sw.CPU(4).allocate_like(True), "size must be an int, not bool"),
+    (lambda: sw.CPU(4)._reserve(True), "size must be an int, not bool"),
+    (lambda: sw.Tensor(sw.CPU(4), True, lay(3)), "offset must be an int"),
+    (lambda: sw.CPU(4)[True], "carrier indices must be integers, not bool"),
+    (lambda: sw.CPU(4).__setitem__(False, 1.0), "carrier indices must be integers, not bool"),
+    (lambda: sw.FileBacked(True), "not bool"),
+])
+def test_bool_is_refused_as_a_size_offset_or_index(call, fragment):
+    with pytest.raises(TypeError, match=fragment):
+        call()
+
+
+def test_bool_is_refused_as_a_wait_timeout_and_a_copy_count():
+    src = sw.Tensor(cpu([1.0, 2.0]), 0, lay(2))
+    h = sw.move_async(src, sw.CPU(2))
+    with pytest.raises(TypeError, match="timeout must be a number or None, not bool"):
+        h.wait(timeout=True)
+    out = h.wait(timeout=10.0)
+    assert out.tolist() == [1.0, 2.0]
+    from strideweave.core import Subtensor
+    with pytest.raises(TypeError, match="offset must be an int, not bool"):
+        Subtensor(F32, sw.CPU(2), True, lay(2))
+    dst = sw.CPU(1)
+    with pytest.raises(TypeError, match="count must be an int, not bool"):
+        sw.ElementwiseMoveOperation()._copy(sw.Tensor(cpu([1.0]), 0, lay(1)), dst, sw.Tensor(dst, 0, lay(1)), True)
+    assert not dst.is_owned()

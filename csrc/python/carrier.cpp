@@ -21,6 +21,7 @@
 #include "module.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -212,7 +213,8 @@ int parse_token(PyObject* arg, int64_t* out) {
 }
 
 int index_from_key(PyObject* key, Py_ssize_t* out) {
-  if (!PyIndex_Check(key)) {
+  // bool is refused as a Tensor index and as any size or offset is.
+  if (!PyIndex_Check(key) || PyBool_Check(key)) {
     PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", type_name(key));
     return -1;
   }
@@ -324,7 +326,7 @@ PyObject* Carrier_allocate_like(PyObject* self, PyObject* args, PyObject* kwargs
   Py_ssize_t n;
   int mutable_ = 1, empty = 0;
   PyObject* dtype = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$pOp:allocate_like", const_cast<char**>(kw), &n, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$pOp:allocate_like", const_cast<char**>(kw), size_arg, &n, &mutable_,
                                    &dtype, &empty))
     return nullptr;
   if (n < 0) {
@@ -362,8 +364,8 @@ PyObject* Carrier_end_access(PyObject* self, PyObject* arg) {
 }
 
 PyObject* Carrier_reserve(PyObject* self, PyObject* arg) {
-  Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
-  if (n == -1 && PyErr_Occurred()) return nullptr;
+  Py_ssize_t n;
+  if (!size_arg(arg, &n)) return nullptr;
   int r = carrier_reserve(self, n);
   return r < 0 ? nullptr : PyBool_FromLong(r);
 }
