@@ -52,6 +52,10 @@ sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
 }
 
 // Both endpoints, or false when the dtypes already rule a native copy out.
+// The hooks' item size is the native one for every native endpoint: a
+// carrier whose dtype() or size() is overridden has no native endpoint
+// (carrier_host_data, endpoint_of), so it is copied through its slot hooks
+// (issue 15 item 1: refuse the raw path rather than trust the hook).
 // The destination's dtype is not asked for when the source has none native
 // (a Python carrier's dtype hook is user code).
 bool describe_pair(PyObject* src, PyObject* dst, sw::CopyEndpoint* s, sw::CopyEndpoint* d) {
