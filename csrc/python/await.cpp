@@ -115,6 +115,10 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:wait", const_cast<char**>(kwlist), &timeout)) return nullptr;
   int64_t deadline = -1;
   if (timeout != Py_None) {
+    if (PyBool_Check(timeout)) {
+      PyErr_SetString(PyExc_TypeError, "timeout must be a number or None, not bool");
+      return nullptr;
+    }
     double secs = PyFloat_AsDouble(timeout);
     if (secs == -1.0 && PyErr_Occurred()) return nullptr;
     if (!(secs >= 0.0)) {

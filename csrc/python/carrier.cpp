@@ -21,6 +21,7 @@
 #include "module.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -153,15 +154,47 @@ int parse_dtype_arg(PyObject* dtype, PyObject** out) {
   return 0;
 }
 
-// A hook result must be a carrier of the receiver's exact class.
-PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook) {
-  if (r && Py_TYPE(r) != Py_TYPE(c)) {
+// Checks a new_like/allocate_like hook's result before anyone writes into
+// it (op results, gradients, move-backward staging, .grad accumulation,
+// Evictable.promote): the exact class asked for, at least n slots, and the
+// requested dtype (dtype, or c's own when NULL), as its hooks report them
+// and, for a CPU carrier, as its native storage holds them (the writers use
+// the native buffer). Steals r.
+PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook, Py_ssize_t n, PyObject* dtype) {
+  Ref res = Ref::steal(r);
+  if (!res) return nullptr;
+  if (Py_TYPE(r) != Py_TYPE(c)) {
     PyErr_Format(PyExc_TypeError, "%s.%s() must return a %s, not %.100s", type_name(c), hook, type_name(c),
                  type_name(r));
-    Py_DECREF(r);
     return nullptr;
   }
-  return r;
+  Ref want = dtype ? Ref::borrow(dtype) : Ref::steal(carrier_dtype(c));
+  if (!want) return nullptr;
+  Ref got = Ref::steal(carrier_dtype(r));
+  if (!got) return nullptr;
+  if (dtype_code(got.get()) != dtype_code(want.get())) {
+    PyErr_Format(PyExc_TypeError, "%s.%s() returned a carrier of dtype %R, expected %R", type_name(c), hook,
+                 got.get(), want.get());
+    return nullptr;
+  }
+  const Py_ssize_t size = carrier_size(r);
+  if (size < 0) return nullptr;
+  if (size < n) {
+    PyErr_Format(PyExc_RuntimeError, "%s.%s() returned a carrier of %zd slots, expected at least %zd",
+                 type_name(c), hook, size, n);
+    return nullptr;
+  }
+  if (PyObject_TypeCheck(r, &CPU_Type)) {
+    const CpuStorage st = cpu_storage_of(r);
+    if (st.dtype != dtype_code(want.get()) || st.size < n) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s.%s() returned a carrier whose native storage (%zd slots of dtype %R) does not match its "
+                   "hooks or the request (%zd slots of dtype %R)",
+                   type_name(c), hook, st.size, dtype_singleton(st.dtype), n, want.get());
+      return nullptr;
+    }
+  }
+  return res.release();
 }
 
 int parse_token(PyObject* arg, int64_t* out) {
@@ -180,7 +213,8 @@ int parse_token(PyObject* arg, int64_t* out) {
 }
 
 int index_from_key(PyObject* key, Py_ssize_t* out) {
-  if (!PyIndex_Check(key)) {
+  // bool is refused as a Tensor index and as any size or offset is.
+  if (!PyIndex_Check(key) || PyBool_Check(key)) {
     PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", type_name(key));
     return -1;
   }
@@ -292,7 +326,7 @@ PyObject* Carrier_allocate_like(PyObject* self, PyObject* args, PyObject* kwargs
   Py_ssize_t n;
   int mutable_ = 1, empty = 0;
   PyObject* dtype = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$pOp:allocate_like", const_cast<char**>(kw), &n, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$pOp:allocate_like", const_cast<char**>(kw), size_arg, &n, &mutable_,
                                    &dtype, &empty))
     return nullptr;
   if (n < 0) {
@@ -330,8 +364,8 @@ PyObject* Carrier_end_access(PyObject* self, PyObject* arg) {
 }
 
 PyObject* Carrier_reserve(PyObject* self, PyObject* arg) {
-  Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
-  if (n == -1 && PyErr_Occurred()) return nullptr;
+  Py_ssize_t n;
+  if (!size_arg(arg, &n)) return nullptr;
   int r = carrier_reserve(self, n);
   return r < 0 ? nullptr : PyBool_FromLong(r);
 }
@@ -560,13 +594,21 @@ PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObjec
   PyObject* d;
   if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
   if (!overrides(c, s_new_like)) return native_new_like(c, values, mutable_, d);
+  // Measured before the hook runs (it may mutate values); an iterator
+  // without a length sets no lower bound.
+  Py_ssize_t n = PyObject_Length(values);
+  if (n < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return nullptr;
+    PyErr_Clear();
+    n = 0;
+  }
   Ref method = Ref::steal(PyObject_GetAttr(c, s_new_like));
   if (!method) return nullptr;
   Ref args = Ref::steal(PyTuple_Pack(1, values));
   Ref kwargs = Ref::steal(
       Py_BuildValue("{O:O,s:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None));
   if (!args || !kwargs) return nullptr;
-  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "new_like");
+  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "new_like", n, d);
 }
 
 PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
@@ -583,7 +625,7 @@ PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObje
   Ref kwargs = Ref::steal(Py_BuildValue("{O:O,s:O,O:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype",
                                         d ? d : Py_None, s_empty, empty ? Py_True : Py_False));
   if (!args || !kwargs) return nullptr;
-  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "allocate_like");
+  return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "allocate_like", n, d);
 }
 
 int carrier_reserve(PyObject* c, Py_ssize_t n) {
@@ -600,9 +642,12 @@ int carrier_reserve(PyObject* c, Py_ssize_t n) {
 void* carrier_host_data(PyObject* c) {
   CarrierObject* o = as_carrier(c);
   if (o->released || !o->vt || !o->vt->host_data) return nullptr;
-  // Callers size their raw access by carrier_size(); a Python size()
-  // override may claim more than the native buffer holds.
-  if (overrides(c, s_size)) return nullptr;
+  // Callers size their raw access by carrier_size() and read it with the
+  // item size of carrier_dtype(): a Python size() or dtype() override may
+  // claim more (or other) than the native buffer holds. Such a carrier gets
+  // no raw access: moves copy it value by value through its (native,
+  // range-checked) slot hooks and ops refuse it (issue 15 item 1).
+  if (overrides(c, s_size) || overrides(c, s_dtype)) return nullptr;
   return o->vt->host_data(o);
 }
 

@@ -9,6 +9,7 @@
 #include "module.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -182,7 +183,7 @@ int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   Py_ssize_t n;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
   int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$Opp:CPU", const_cast<char**>(kw), &n, &dtype, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
                                    &empty))
     return -1;
   CPUObject* o = as_cpu(self);

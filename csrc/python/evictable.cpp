@@ -34,7 +34,11 @@
 //   - new_like / allocate_like build a fresh Evictable of the same class from
 //     the tiers' own new_like / allocate_like (same size on both tiers).
 //   - release() (and garbage collection) relinquishes and releases both
-//     tiers: their storage belonged to the Evictable.
+//     tiers: their storage belonged to the Evictable. Decided for issue 15
+//     item 20: the caller's references to the tiers then name unowned,
+//     released carriers (a clear RuntimeError on use, never a crash); the
+//     storage is not handed back. A tier still owned by another party (a
+//     pending move) is relinquished by the Evictable but not released.
 //   - Construction resolves both edges (primary->secondary and back) and
 //     checks their pins; when a tier is a Metal carrier both edges must be
 //     registered operations (not the elementwise fallback), else
@@ -308,8 +312,9 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   if (sn < 0) return -1;
   if (sn != 0 && sn < n) {
     PyErr_Format(PyExc_ValueError,
-                 "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (pass an empty "
-                 "secondary that can grow, or one of at least the primary's size)",
+                 "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (a non-empty "
+                 "secondary is never grown; pass an empty secondary that can grow, or one of at least the "
+                 "primary's size)",
                  type_name(s), sn, n);
     return -1;
   }
@@ -536,12 +541,15 @@ int evictable_module_init(PyObject* module) {
       "supplied one). A failed transition keeps the previous residency and values.\n\n"
       "Tiers must be distinct (ValueError), live (RuntimeError), unowned (RuntimeError), Carriers (TypeError) of "
       "identical dtype (TypeError); the secondary mutable (RuntimeError) and, when not empty, at least as large "
-      "as the primary; the primary non-empty (ValueError). A Metal tier needs registered move operations for both "
+      "as the primary (ValueError 'too small': a non-empty secondary is never grown); the primary non-empty "
+      "(ValueError). A Metal tier needs registered move operations for both "
       "edges (NotImplementedError). Nothing is claimed unless every check passes.\n\n"
       "Reads and writes while evicted raise RuntimeError ('evicted'). A write through a promoted Evictable adds 1 "
       "to the Evictable's version (not the tier's). The tiers are owned, so they are not publicly mutable and "
       "export read-only; the Evictable itself refuses DLPack in both residencies. size() follows the residency. "
-      "release() relinquishes and releases both tiers. An Evictable is a move destination only while promoted.";
+      "release() and garbage collection relinquish and release both tiers: their storage belonged to the "
+      "Evictable, so a caller still holding a tier sees an unowned, released carrier (RuntimeError 'released' on "
+      "use). An Evictable is a move destination only while promoted.";
   Evictable_Type.tp_base = &Carrier_Type;
   Evictable_Type.tp_new = Evictable_new;
   Evictable_Type.tp_init = Evictable_init;

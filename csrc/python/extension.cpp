@@ -42,6 +42,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -381,7 +382,7 @@ int hook_wait(PyObject* completion) {
 PyObject* RouteMove_copy(PyObject* self, PyObject* args) {
   PyObject *tensor, *dest, *output;
   Py_ssize_t count;
-  if (!PyArg_ParseTuple(args, "O!O!On:_copy", &Tensor_Type, &tensor, &Carrier_Type, &dest, &output, &count))
+  if (!PyArg_ParseTuple(args, "O!O!OO&:_copy", &Tensor_Type, &tensor, &Carrier_Type, &dest, &output, count_arg, &count))
     return nullptr;
   if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
   Ref route = Ref::borrow(PyDict_GetItemWithError(g.route_of, as_obj(Py_TYPE(self))));

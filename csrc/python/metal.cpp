@@ -35,6 +35,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -291,7 +292,7 @@ int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   Py_ssize_t n;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
   int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$Opp:Metal", const_cast<char**>(kw), &n, &dtype, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:Metal", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
                                    &empty))
     return -1;
   MetalObject* o = as_metal(self);
@@ -324,7 +325,7 @@ void Metal_dealloc(PyObject* self) {
 PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
   PyObject *tensor, *dest, *output;
   Py_ssize_t count;
-  if (!PyArg_ParseTuple(args, "OOOn:_copy", &tensor, &dest, &output, &count)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OOOO&:_copy", &tensor, &dest, &output, count_arg, &count)) return nullptr;
   if (!is_tensor(tensor) || !is_tensor(output)) {
     PyErr_SetString(PyExc_TypeError, "_copy() tensor and output must be Tensors");
     return nullptr;

@@ -5,6 +5,7 @@
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "module.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -40,8 +41,8 @@ PyObject* Subtensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"dtype", "carrier", "offset", "layout", nullptr};
   PyObject *dtype, *carrier, *layout;
   Py_ssize_t offset;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnO:Subtensor", const_cast<char**>(kwlist), &dtype, &carrier,
-                                   &offset, &layout))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO&O:Subtensor", const_cast<char**>(kwlist), &dtype, &carrier,
+                                   offset_arg, &offset, &layout))
     return nullptr;
   if (!is_dtype(dtype)) {
     PyErr_SetString(PyExc_TypeError, "Subtensor dtype must be a DType");

@@ -194,6 +194,23 @@ int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
     PyErr_SetString(PyExc_RuntimeError, "a non-differentiable tensor has no grad");
     return -1;
   }
+  // The next backward sums into .grad: refuse now what it could not sum
+  // (issue 15 item 15) instead of accepting it silently.
+  if (tensor_reject_multi(value, "as grad") < 0) return -1;
+  if (!tensor_is_differentiable(value)) {
+    PyObject* d = as_tensor(value)->dtype;
+    PyErr_Format(PyExc_TypeError, "grad must be a Float32 or Floating tensor, not %s",
+                 d && dtype_code(d) != sw::DTypeCode::Compound ? reinterpret_cast<DTypeObject*>(d)->name
+                                                               : "a compound dtype");
+    return -1;
+  }
+  LayoutObject* have = reinterpret_cast<LayoutObject*>(t->layout);
+  LayoutObject* got = reinterpret_cast<LayoutObject*>(as_tensor(value)->layout);
+  if (!(layout_of(t->layout).shape() == layout_of(as_tensor(value)->layout).shape())) {
+    PyErr_Format(PyExc_ValueError, "grad of shape %R does not match the tensor's shape %R", got->shape,
+                 have->shape);
+    return -1;
+  }
   Py_XSETREF(t->grad, Py_NewRef(value));
   return 0;
 }

@@ -54,6 +54,21 @@ int view_operand(PyObject* t, const char* op, Operand* o) {
 int compute_operand(PyObject* t, const char* op, Operand* o) {
   if (view_operand(t, op, o) < 0) return -1;
   o->host = carrier_host_data(o->carrier);
+  if (!o->host && PyObject_TypeCheck(o->carrier, &CPU_Type) && carrier_overrides(o->carrier, "dtype") &&
+      !carrier_overrides(o->carrier, "size")) {
+    // A dtype() hook hides the raw buffer (carrier_host_data). Kernels read
+    // the native storage with the tensor's dtype: compute on the native
+    // truth when the two agree, refuse when they do not.
+    const CpuStorage st = cpu_storage_of(o->carrier);
+    if (st.dtype != o->dtype) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s(): the %s carrier's dtype() hook says %s but its native storage holds %s; operations "
+                   "compute only on the native storage dtype",
+                   op, type_name(o->carrier), dtype_label(as_tensor(t)->dtype), dtype_label(dtype_singleton(st.dtype)));
+      return -1;
+    }
+    o->host = st.data;
+  }
   bool host_path = o->host != nullptr;
   if (!o->host && !PyObject_TypeCheck(o->carrier, &Generic_Type)) {
     // Only here (neither CPU nor Generic) is a TiledEvictable looked for.
@@ -128,7 +143,25 @@ PyObject* alloc_host(PyObject* like, Py_ssize_t n, DTypeCode dtype, bool zero, v
   Ref c = Ref::steal(Py_TYPE(like) == &CPU_Type ? cpu_new(n, dtype, true, !zero)
                                                  : carrier_allocate_like(like, n, true, dtype_singleton(dtype), !zero));
   if (!c) return nullptr;
-  *data = carrier_host_data(c.get());
+  // Checked before anything is written (issue 15 item 2): the kernel writes
+  // n slots of dtype at *data, so both come from the native storage.
+  if (PyObject_TypeCheck(c.get(), &CPU_Type)) {
+    const CpuStorage st = cpu_storage_of(c.get());
+    if (Py_TYPE(c.get()) != Py_TYPE(like) && Py_TYPE(c.get()) != &CPU_Type) {
+      PyErr_Format(PyExc_TypeError, "%s.allocate_like() returned a %s", type_name(like), type_name(c.get()));
+      return nullptr;
+    }
+    if (st.dtype != dtype || st.size < n) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s.allocate_like() returned storage of %zd %s slots, the result needs %zd %s slots",
+                   type_name(like), st.size, dtype_label(dtype_singleton(st.dtype)), n,
+                   dtype_label(dtype_singleton(dtype)));
+      return nullptr;
+    }
+    *data = st.data;
+  } else {
+    *data = nullptr;
+  }
   if (!*data) {
     PyErr_Format(PyExc_TypeError, "%s.allocate_like() returned storage without host memory", type_name(like));
     return nullptr;

@@ -40,7 +40,11 @@ bool no_value_hooks(PyObject* c) {
 sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
   void* host = carrier_host_data(c);
   if (host && no_value_hooks(c)) return sw::CopyEndpoint::host_span(host, itemsize);
-  if (PyObject_TypeCheck(c, &FileBacked_Type) && !carrier_is_released(c) && no_value_hooks(c)) {
+  // The file is read with the hooks' item size and count: a FileBacked
+  // whose dtype() or size() is overridden is copied through its slot hooks
+  // (carrier_host_data applies the same rule to host memory).
+  if (PyObject_TypeCheck(c, &FileBacked_Type) && !carrier_is_released(c) && no_value_hooks(c) &&
+      !carrier_overrides(c, "dtype") && !carrier_overrides(c, "size")) {
     sw::FileStorage& f = reinterpret_cast<FileBackedObject*>(c)->file;
     if (f.is_open()) return sw::CopyEndpoint::file_span(f, itemsize);
   }
@@ -48,6 +52,10 @@ sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
 }
 
 // Both endpoints, or false when the dtypes already rule a native copy out.
+// The hooks' item size is the native one for every native endpoint: a
+// carrier whose dtype() or size() is overridden has no native endpoint
+// (carrier_host_data, endpoint_of), so it is copied through its slot hooks
+// (issue 15 item 1: refuse the raw path rather than trust the hook).
 // The destination's dtype is not asked for when the source has none native
 // (a Python carrier's dtype hook is user code).
 bool describe_pair(PyObject* src, PyObject* dst, sw::CopyEndpoint* s, sw::CopyEndpoint* d) {

@@ -11,6 +11,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -75,7 +76,7 @@ struct CopyArgs {
 };
 
 int parse_copy_args(PyObject* args, CopyArgs* a) {
-  if (!PyArg_ParseTuple(args, "OOOn:_copy", &a->tensor, &a->dest, &a->output, &a->count)) return -1;
+  if (!PyArg_ParseTuple(args, "OOOO&:_copy", &a->tensor, &a->dest, &a->output, count_arg, &a->count)) return -1;
   if (!is_tensor(a->tensor) || !is_tensor(a->output)) {
     PyErr_SetString(PyExc_TypeError, "_copy() tensor and output must be Tensors");
     return -1;

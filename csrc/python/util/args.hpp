@@ -1,0 +1,25 @@
+// PyArg "O&" converters for sizes, offsets and counts: like the "n" format
+// (any index, OverflowError past Py_ssize_t) except that bool is refused
+// with TypeError, as Shape refuses it: True is an int subclass, not a size.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+namespace swpy {
+
+inline int ssize_arg(PyObject* o, Py_ssize_t* out, const char* what) {
+  if (PyBool_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not bool", what);
+    return 0;
+  }
+  Py_ssize_t n = PyNumber_AsSsize_t(o, PyExc_OverflowError);
+  if (n == -1 && PyErr_Occurred()) return 0;
+  *out = n;
+  return 1;
+}
+
+inline int size_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "size"); }
+inline int offset_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "offset"); }
+inline int count_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "count"); }
+
+}  // namespace swpy

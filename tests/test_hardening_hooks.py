@@ -1,0 +1,350 @@
+"""Hardening against lying carrier hooks (issue 15 items 1, 2, 15, 20 and the
+bool rule): native paths take item size, size and pointer from the native
+storage, results of allocate_like/new_like are checked before anything is
+written into them, Tensor.grad is validated when set, Evictable tiers come
+back usable, and bool is never a size/offset/count/timeout. Anything that
+could crash runs in a subprocess with a timeout."""
+import gc
+
+import pytest
+
+import strideweave as sw
+from conftest import run_python
+
+F32 = sw.DType.Float32
+I32 = sw.DType.Int32
+BOOL = sw.DType.Bool
+
+
+def lay(n):
+    return sw.Layout(sw.Shape(n), sw.Stride(1))
+
+
+def cpu(vals, dtype=F32, cls=sw.CPU):
+    c = cls(len(vals), dtype=dtype)
+    for i, v in enumerate(vals):
+        c[i] = v
+    return c
+
+
+def whole(c):
+    return sw.Tensor(c, 0, lay(c.size()))
+
+
+def run_ok(code, timeout=120):
+    r = run_python(code, timeout=timeout)
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-4000:])
+    return r.stdout
+
+
+# ------------------------------------------------------------ item 1: dtype() hooks on native storage
+
+
+def test_dtype_hook_mismatch_never_drives_moves_with_the_hook_item_size():
+    # Float32 storage claiming Bool, and Bool storage claiming Float32, moved
+    # both ways: the raw buffer is never described with the hook's item size
+    # (carrier_host_data hides it), so the move goes value by value through
+    # the native slot hooks and refuses values the slots cannot hold.
+    out = run_ok("""
+        import strideweave as sw
+        F32, BOOL = sw.DType.Float32, sw.DType.Bool
+        n = 1 << 16
+        class Narrow(sw.CPU):
+            def dtype(self): return BOOL
+        class Wide(sw.CPU):
+            def dtype(self): return F32
+        lay = sw.Layout(sw.Shape(n), sw.Stride(1))
+        cases = [
+            (Narrow(n, dtype=F32), lambda: sw.CPU(n, dtype=BOOL)),
+            (Wide(n, dtype=BOOL), lambda: sw.CPU(n, dtype=F32)),
+            (sw.CPU(n, dtype=F32), lambda: Wide(n, dtype=BOOL)),
+            (sw.CPU(n, dtype=BOOL), lambda: Narrow(n, dtype=F32)),
+        ]
+        for src, dst in cases:
+            t = sw.Tensor(src, 0, lay)
+            try:
+                sw.move(t, dst())
+            except TypeError as e:
+                print("refused:", type(e).__name__)
+            else:
+                print("moved")
+        print("alive")
+    """)
+    assert out.strip().splitlines()[-1] == "alive"
+    assert out.count("refused") == 4, out
+
+
+def test_dtype_hook_that_agrees_still_moves_and_computes_on_native_truth():
+    class Same(sw.CPU):
+        def dtype(self):
+            return F32
+
+    a = whole(cpu([1.0, -2.0, 3.0], cls=Same))
+    out = sw.move(a, sw.CPU(3, dtype=F32))
+    assert out.tolist() == [1.0, -2.0, 3.0]
+    back = sw.move(whole(cpu([4.0, 5.0, 6.0])), Same(3, dtype=F32))
+    assert back.tolist() == [4.0, 5.0, 6.0]
+    a = whole(cpu([1.0, -2.0, 3.0], cls=Same))
+    b = whole(cpu([1.0, 1.0, 1.0], cls=Same))
+    assert sw.add(a, b).tolist() == [2.0, -1.0, 4.0]
+    assert sw.relu(a).tolist() == [1.0, 0.0, 3.0]
+
+
+def test_ops_refuse_a_dtype_hook_that_disagrees_with_the_native_storage():
+    out = run_ok("""
+        import strideweave as sw
+        class Narrow(sw.CPU):
+            def dtype(self): return sw.DType.Int32
+        n = 1 << 16
+        t = sw.Tensor(Narrow(n, dtype=sw.DType.Float32), 0, sw.Layout(sw.Shape(n), sw.Stride(1)))
+        for f in (lambda: sw.add(t, t), lambda: sw.mul(t, 2), lambda: sw.relu(t), lambda: sw.reduce_sum(t)):
+            try:
+                f()
+            except TypeError as e:
+                assert "native storage" in str(e) and "dtype() hook" in str(e), e
+            else:
+                raise AssertionError("computed with the hook's dtype")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+# ------------------------------------------------------------ item 2: like-results are checked before writes
+
+
+def _lying_cpu(size_of, dtype_of):
+    class Lying(sw.CPU):
+        def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+            return Lying(size_of(n), dtype=dtype_of(dtype or F32))
+    return Lying
+
+
+def test_undersized_allocate_like_result_is_refused_before_the_op_writes():
+    out = run_ok("""
+        import strideweave as sw
+        F32 = sw.DType.Float32
+        class Small(sw.CPU):
+            def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+                return Small(1, dtype=dtype or F32)
+        n = 1 << 16
+        a = Small(n, dtype=F32)
+        t = sw.Tensor(a, 0, sw.Layout(sw.Shape(n), sw.Stride(1)))
+        for f in (lambda: sw.add(t, t), lambda: sw.mul(t, 3.0), lambda: sw.relu(t)):
+            try:
+                f()
+            except RuntimeError as e:
+                assert "allocate_like()" in str(e) and "at least" in str(e), e
+            else:
+                raise AssertionError("wrote past an undersized result")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_wrong_dtype_allocate_like_result_is_refused():
+    Lying = _lying_cpu(lambda n: n, lambda d: I32)
+    t = whole(cpu([1.0, 2.0], cls=Lying))
+    with pytest.raises(TypeError, match=r"allocate_like\(\) returned a carrier of dtype"):
+        sw.add(t, t)
+
+
+def test_wrong_class_allocate_like_result_is_refused():
+    class Other(sw.CPU):
+        def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+            return sw.CPU(n, dtype=dtype or F32)
+    t = whole(cpu([1.0, 2.0], cls=Other))
+    with pytest.raises(TypeError, match=r"allocate_like\(\) must return a Other"):
+        sw.add(t, t)
+
+
+def test_gradient_accumulation_checks_the_allocated_gradient():
+    out = run_ok("""
+        import strideweave as sw
+        F32 = sw.DType.Float32
+        class Small(sw.CPU):
+            armed = False
+            def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+                return Small(1 if Small.armed else n, dtype=dtype or F32)
+        n = 1 << 12
+        x = Small(n, dtype=F32)
+        t = sw.Tensor(x, 0, sw.Layout(sw.Shape(n), sw.Stride(1)))
+        y = sw.reduce_sum(sw.add(sw.mul(t, 2.0), t))
+        Small.armed = True
+        try:
+            y.backward()
+        except RuntimeError as e:
+            assert "at least" in str(e), e
+        else:
+            raise AssertionError("gradient written past an undersized carrier")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_new_like_result_is_checked_for_value_carriers():
+    F = sw.DType.Floating
+
+    class Short(sw.Generic):
+        def new_like(self, values, *, mutable=True, dtype=None):
+            return Short([0.0], dtype=F)
+
+    class Retyped(sw.Generic):
+        def new_like(self, values, *, mutable=True, dtype=None):
+            return Retyped([int(v) for v in values], dtype=sw.DType.Int32)
+
+    t = sw.Tensor(Short([1.0, 2.0, 3.0], dtype=F), 0, lay(3))
+    with pytest.raises(RuntimeError, match=r"new_like\(\) returned a carrier of 1 slots, expected at least 3"):
+        sw.add(t, t)
+    u = sw.Tensor(Retyped([1.0, 2.0, 3.0], dtype=F), 0, lay(3))
+    with pytest.raises(TypeError, match=r"new_like\(\) returned a carrier of dtype"):
+        sw.add(u, u)
+
+
+def test_move_backward_staging_checks_the_allocated_stage():
+    out = run_ok("""
+        import strideweave as sw
+        F32 = sw.DType.Float32
+        class Small(sw.CPU):
+            armed = False
+            def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+                return Small(1 if Small.armed else n, dtype=dtype or F32)
+        n = 1 << 12
+        x = sw.Tensor(sw.CPU(n, dtype=F32), 0, sw.Layout(sw.Shape(n), sw.Stride(1)))
+        y = sw.move(x, Small(n, dtype=F32))
+        Small.armed = True
+        try:
+            sw.reduce_sum(y).backward()
+        except RuntimeError as e:
+            assert "at least" in str(e), e
+        else:
+            raise AssertionError("staged past an undersized carrier")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_evictable_promote_refuses_an_int32_primary_from_the_hook():
+    class Retype(sw.CPU):
+        armed = False
+
+        def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+            return Retype(n, dtype=I32 if Retype.armed else (dtype or F32))
+
+    p = cpu([1.5, 2.5], cls=Retype)
+    ev = sw.Evictable(p, sw.CPU(2, dtype=F32))
+    ev.evict()
+    Retype.armed = True
+    with pytest.raises(TypeError, match="dtype"):
+        ev.promote()
+    assert ev.is_evicted()
+    Retype.armed = False
+    ev.promote()
+    assert [ev[0], ev[1]] == [1.5, 2.5]
+
+
+# ------------------------------------------------------------ item 15: Tensor.grad setter
+
+
+def test_grad_setter_validates_dtype_shape_and_subtensors():
+    x = whole(cpu([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="grad must be a Tensor or None"):
+        x.grad = [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="Float32 or Floating"):
+        x.grad = whole(cpu([1, 2, 3], dtype=I32))
+    with pytest.raises(TypeError, match="Float32 or Floating"):
+        x.grad = whole(cpu([True, False, True], dtype=BOOL))
+    with pytest.raises(ValueError, match="does not match the tensor's shape"):
+        x.grad = whole(cpu([1.0, 2.0]))
+    assert x.grad is None
+    g = whole(cpu([0.5, 0.5, 0.5]))
+    x.grad = g
+    assert x.grad is g
+    sw.reduce_sum(x).backward()
+    assert x.grad.tolist() == [1.5, 1.5, 1.5]
+    x.grad = None
+    assert x.grad is None
+
+
+def test_grad_setter_refuses_a_multi_subtensor_tensor():
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class Planar(sw.CompoundDType):
+        simple_types = (F32, I32)
+
+    layout = lay(2)
+    rep = TensorRepresentation(Planar(), [Subtensor(F32, sw.CPU(2), 0, layout),
+                                          Subtensor(I32, sw.CPU(2, dtype=I32), 0, layout)], [layout])
+    multi = sw.Tensor._from_representation(rep)
+    x = whole(cpu([1.0, 2.0]))
+    with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor as grad"):
+        x.grad = multi
+    assert x.grad is None
+
+
+# ------------------------------------------------------------ item 20: Evictable tiers
+
+
+def test_evictable_rejects_an_undersized_non_empty_secondary_and_claims_nothing():
+    p, s = cpu([1.0, 2.0, 3.0]), sw.CPU(2)
+    with pytest.raises(ValueError, match="too small.*never grown.*empty secondary that can grow"):
+        sw.Evictable(p, s)
+    assert not p.is_owned() and not s.is_owned()
+    ev = sw.Evictable(p, sw.FileBacked(dtype=F32))  # an empty secondary grows
+    ev.evict()
+    ev.promote()
+    assert [ev[i] for i in range(3)] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("evicted", [False, True])
+def test_gc_of_an_evictable_relinquishes_and_releases_caller_supplied_tiers(evicted):
+    # Decision (README, Evictable docstring): the tiers' storage belonged to
+    # the Evictable; after GC the caller's references name unowned, released
+    # carriers that fail cleanly on use.
+    p, s = cpu([1.0, 2.0]), sw.CPU(2)
+    ev = sw.Evictable(p, s)
+    if evicted:
+        ev.evict()
+    del ev
+    gc.collect()
+    for tier in (p, s):
+        assert not tier.is_owned() and tier.is_released()
+        with pytest.raises(RuntimeError, match="released"):
+            tier[0]
+        with pytest.raises(RuntimeError, match="released"):
+            tier[0] = 1.0
+        with pytest.raises(RuntimeError):
+            tier._claim_ownership()
+
+
+# ------------------------------------------------------------ bool is never a size, offset, count or timeout
+
+
+@pytest.mark.parametrize("call,fragment", [
+    (lambda: sw.CPU(True), "size must be an int, not bool"),
+    (lambda: sw.CPU(size=False), "size must be an int, not bool"),
+    (lambda: sw.CPU(4).allocate_like(True), "size must be an int, not bool"),
+    (lambda: sw.CPU(4)._reserve(True), "size must be an int, not bool"),
+    (lambda: sw.Tensor(sw.CPU(4), True, lay(3)), "offset must be an int"),
+    (lambda: sw.CPU(4)[True], "carrier indices must be integers, not bool"),
+    (lambda: sw.CPU(4).__setitem__(False, 1.0), "carrier indices must be integers, not bool"),
+    (lambda: sw.FileBacked(True), "not bool"),
+])
+def test_bool_is_refused_as_a_size_offset_or_index(call, fragment):
+    with pytest.raises(TypeError, match=fragment):
+        call()
+
+
+def test_bool_is_refused_as_a_wait_timeout_and_a_copy_count():
+    src = sw.Tensor(cpu([1.0, 2.0]), 0, lay(2))
+    h = sw.move_async(src, sw.CPU(2))
+    with pytest.raises(TypeError, match="timeout must be a number or None, not bool"):
+        h.wait(timeout=True)
+    out = h.wait(timeout=10.0)
+    assert out.tolist() == [1.0, 2.0]
+    from strideweave.core import Subtensor
+    with pytest.raises(TypeError, match="offset must be an int, not bool"):
+        Subtensor(F32, sw.CPU(2), True, lay(2))
+    dst = sw.CPU(1)
+    with pytest.raises(TypeError, match="count must be an int, not bool"):
+        sw.ElementwiseMoveOperation()._copy(sw.Tensor(cpu([1.0]), 0, lay(1)), dst, sw.Tensor(dst, 0, lay(1)), True)
+    assert not dst.is_owned()
