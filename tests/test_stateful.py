@@ -27,6 +27,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import strideweave as sw
 
+try:  # a second DLPack consumer with its own deleter path; optional
+    import torch
+except ImportError:  # pragma: no cover - torch is in the interop extra
+    torch = None
+
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 KINDS = ("cpu", "generic", "file")
 MAX_LIVE = 6           # live carriers in the pool
@@ -214,13 +219,16 @@ class StrideWeaveMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.views) < MAX_VIEWS)
     @rule(data=st.data())
     def export_keep(self, data):
-        """Export a live CPU carrier and keep the view for later steps (the
-        view then lives across writes, moves and releases)."""
+        """Export a live CPU carrier to NumPy or torch and keep the view for
+        later steps (it then lives across writes, moves and releases)."""
         cands = self.live(lambda e: e.kind == "cpu")
         if not cands:
             return
         e = data.draw(st.sampled_from(cands))
-        view = np.from_dlpack(e.tensor, copy=False)
+        if torch is not None and data.draw(st.booleans()):
+            view = torch.from_dlpack(e.tensor).numpy()   # the ndarray keeps the torch tensor alive
+        else:
+            view = np.from_dlpack(e.tensor, copy=False)
         assert np.array_equal(view, e.values)
         self.views.append([e, view, False])
 
