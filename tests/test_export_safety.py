@@ -110,6 +110,8 @@ def test_view_reads_zeros_after_release_and_writes_corrupt_nothing(consumer, siz
     assert out.strip() == "ok"
 
 
+@pytest.mark.skipif(bool(os.environ.get("STRIDEWEAVE_SANITIZED")),
+                    reason="ASan keeps every buffer on its heap (no mappings) and bloats RSS: the bound is moot")
 def test_released_export_returns_physical_memory_and_frees_range_with_last_view():
     out = run("""
         n = 16 * MiB                  # 64 MiB of Float32
