@@ -8,7 +8,12 @@
 #include <cstring>
 
 #include "dlpack_exchange.hpp"
-#include "dlpack_exchange_api.h"
+#include <dlpack/dlpack.h>
+
+// The build requires dlpack >= 1.3 (meson.build), which declares the C
+// exchange API structs.
+static_assert(DLPACK_MAJOR_VERSION > 1 || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 3),
+              "the DLPack C exchange API needs dlpack.h 1.3 or newer");
 #include "layout_object.hpp"
 #include "module.hpp"
 #include "tensor_object.hpp"
