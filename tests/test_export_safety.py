@@ -34,6 +34,15 @@ def status(key):
                 return int(line.split()[1]) * 1024
     raise KeyError(key)
 
+import os
+# Under ASan (tools/test_asan.sh) every buffer lives on ASan's heap and freed
+# memory sits in its quarantine, so "the range is unmapped" cannot be seen;
+# the lifetimes are still exercised (a use-after-free would be reported).
+SANITIZED = bool(os.environ.get("STRIDEWEAVE_SANITIZED"))
+
+def unmapped(address):
+    return SANITIZED or not mapped(address)
+
 def mapped(address):
     # True when some mapping of this process covers address.
     with open("/proc/self/maps") as f:
@@ -129,7 +138,7 @@ def test_released_export_returns_physical_memory_and_frees_range_with_last_view(
         gc.collect()
         vm2 = status("VmSize")
         assert vm1 - vm2 > 48 * MiB, ("range not unmapped with the last view", vm1, vm2)
-        assert not mapped(ptr)
+        assert unmapped(ptr)
         print("ok")
     """)
     assert out.strip() == "ok"
@@ -148,7 +157,7 @@ def test_unconsumed_capsule_dropped_after_release(versioned):
         assert mapped(ptr)           # one capsule still pins the range
         caps.clear()
         gc.collect()
-        assert not mapped(ptr)
+        assert unmapped(ptr)
         print("ok")
     """)
     assert out.strip() == "ok"
@@ -169,7 +178,7 @@ def test_capsule_consumed_by_a_view_then_released_then_deleted_on_another_thread
         th = threading.Thread(target=drop)
         th.start(); th.join()
         gc.collect()
-        assert not mapped(ptr)
+        assert unmapped(ptr)
         print("ok")
     """)
     assert out.strip() == "ok"
@@ -234,9 +243,9 @@ def test_many_cycles_do_not_leak(size):
             cycle()
         gc.collect()
         rss1, vm1 = status("VmRSS"), status("VmSize")
-        assert rss1 - rss0 < 16 * MiB, (rss0, rss1)
+        assert SANITIZED or rss1 - rss0 < 16 * MiB, (rss0, rss1)
         # Slack for a lazily started worker thread (stack + arena).
-        assert vm1 - vm0 < 80 * MiB, (vm0, vm1)
+        assert SANITIZED or vm1 - vm0 < 80 * MiB, (vm0, vm1)
         print("ok")
     """, timeout=180)
     assert out.strip() == "ok"
