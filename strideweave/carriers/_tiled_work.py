@@ -226,6 +226,26 @@ class _Request:
         if last:
             self._finish()
 
+    def unregister(self) -> None:
+        """Drops this request's tile reads/writes, pending entry and claims
+        (lock held): at terminal completion, or on abort before submission."""
+        st = self.te._st
+        for k in self.reads:
+            n = st.readers.get(k, 0) - 1
+            if n > 0:
+                st.readers[k] = n
+            else:
+                st.readers.pop(k, None)
+        for k in self.writes:
+            if st.writers.get(k) is self:
+                del st.writers[k]
+        st.pending.discard(self)
+        for c, tok in self.claims:
+            try:
+                c._relinquish_ownership(tok)
+            except Exception:  # keep the request's own outcome
+                pass
+
     def _finish(self) -> None:
         st = self.te._st
         result = None
@@ -238,21 +258,7 @@ class _Request:
             except BaseException as e:
                 error = e
             finally:
-                for k in self.reads:
-                    n = st.readers.get(k, 0) - 1
-                    if n > 0:
-                        st.readers[k] = n
-                    else:
-                        st.readers.pop(k, None)
-                for k in self.writes:
-                    if st.writers.get(k) is self:
-                        del st.writers[k]
-                st.pending.discard(self)
-                for c, tok in self.claims:
-                    try:
-                        c._relinquish_ownership(tok)
-                    except Exception:
-                        pass
+                self.unregister()
                 for fn in self.finalizers:
                     try:
                         fn()

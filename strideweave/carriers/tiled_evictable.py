@@ -658,19 +658,7 @@ class TiledEvictable(Carrier):
 
     def _abort(self, req: _Request) -> None:
         """Undoes a request's registration before any job was submitted (lock held)."""
-        st = self._st
-        for k in req.reads:
-            n = st.readers.get(k, 0) - 1
-            if n > 0:
-                st.readers[k] = n
-            else:
-                st.readers.pop(k, None)
-        for k in req.writes:
-            if st.writers.get(k) is req:
-                del st.writers[k]
-        st.pending.discard(req)
-        for c, tok in req.claims:
-            c._relinquish_ownership(tok)
+        req.unregister()
 
     # ------------------------------------------------------------ direct operations (hooks)
 
