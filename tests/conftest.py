@@ -218,3 +218,21 @@ def held_operation(gate, base=sw.ElementwiseMoveOperation, fail=None):
 
 
 from _dlpack_support import InfoCarrier, TypedCarrier  # noqa: E402,F401  (the DLPack test carriers)
+
+
+# ---------------------------------------------------------------- TiledEvictable
+def ramp_cpu(n):
+    """A CPU Float32 carrier holding 0.0, 1.0, ..., n-1."""
+    c = sw.CPU(n)
+    for i in range(n):
+        c[i] = float(i)
+    return c
+
+
+def tiled_ramp(n_tiles=4, tile=3):
+    """A 1-D TiledEvictable over a ramp primary and an empty FileBacked secondary,
+    and the full Tensor over it."""
+    from strideweave.carriers.tiled_evictable import TiledEvictable
+
+    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
+    return te, sw.Tensor(te, 0, te.canonical_layout())

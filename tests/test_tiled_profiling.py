@@ -11,18 +11,7 @@ from strideweave.carriers.move import register_move_operation, unregister_move_o
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32
-
-
-def filled(n):
-    c = sw.CPU(n)
-    for i in range(n):
-        c[i] = float(i)
-    return c
-
-
-def tiled(n_tiles=4, tile=3):
-    te = TiledEvictable(filled(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
-    return te, sw.Tensor(te, 0, te.canonical_layout())
+from conftest import ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
 
 
 def pairs(p):

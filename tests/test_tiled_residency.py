@@ -12,6 +12,7 @@ from strideweave.carriers.tiled_evictable import (ResidencyPlan, TiledEvictable,
                                                    TileState)
 
 F32 = sw.DType.Float32
+from conftest import ramp_cpu as filled  # noqa: E402
 
 
 class GatePrimary(sw.Generic):
@@ -73,13 +74,6 @@ def gated(n_tiles=4, tile=2):
     p = GatePrimary([float(i) for i in range(n)], dtype=F32)
     s = GateSecondary([0.0] * n, dtype=F32)
     return TiledEvictable(p, s, (n_tiles,), (tile,))
-
-
-def filled(n):
-    c = sw.CPU(n)
-    for i in range(n):
-        c[i] = float(i)
-    return c
 
 
 def file_tiled(n_tiles=4, tile=3):
