@@ -15,6 +15,7 @@
 #include "util/scopes.hpp"
 #include "clock.hpp"
 #include "executor.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -146,7 +147,7 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
 }
 
 PyMethodDef Await_methods[] = {
-    {"wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Await_wait)),
+    {"wait", method_cast(Await_wait),
      METH_VARARGS | METH_KEYWORDS,
      "wait($self, /, timeout=None)\n--\n\nBlock (with the GIL released) until the terminal outcome is recorded, then return "
      "the result or raise the recorded exception: the same object on every call, from any thread. timeout (an "
@@ -159,14 +160,10 @@ PyGetSetDef Await_getset[] = {
 
 }  // namespace
 
-PyTypeObject AwaitResult_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitResult", sizeof(AwaitObject)};
-PyTypeObject AwaitMove_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AwaitMove", sizeof(AwaitObject)};
-PyTypeObject AwaitProjection_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                     "strideweave.carriers.tiled_evictable.AwaitProjection",
-                                     sizeof(AwaitObject)};
-PyTypeObject AwaitResidency_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                    "strideweave.carriers.tiled_evictable.AwaitResidency",
-                                    sizeof(AwaitObject)};
+PyTypeObject AwaitResult_Type = static_type("strideweave.AwaitResult", sizeof(AwaitObject));
+PyTypeObject AwaitMove_Type = static_type("strideweave.AwaitMove", sizeof(AwaitObject));
+PyTypeObject AwaitProjection_Type = static_type("strideweave.carriers.tiled_evictable.AwaitProjection", sizeof(AwaitObject));
+PyTypeObject AwaitResidency_Type = static_type("strideweave.carriers.tiled_evictable.AwaitResidency", sizeof(AwaitObject));
 
 PyObject* await_new(PyTypeObject* type) {
   // Zero-filled and GC-tracked; traverse copes with the NULL fields.
@@ -325,11 +322,11 @@ PyMethodDef hook_methods[] = {
     {"_await_new", hook_await_new, METH_O,
      "_await_new(kind, /)\n--\n\nPrivate: a fresh pending AwaitMove ('move'), AwaitProjection ('projection') or "
      "AwaitResidency ('residency')."},
-    {"_await_complete", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_await_complete)),
+    {"_await_complete", method_cast(hook_await_complete),
      METH_FASTCALL,
      "_await_complete(handle, value, /)\n--\n\nPrivate: record success; True when this call made the terminal "
      "transition."},
-    {"_await_fail", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_await_fail)), METH_FASTCALL,
+    {"_await_fail", method_cast(hook_await_fail), METH_FASTCALL,
      "_await_fail(handle, exc, /)\n--\n\nPrivate: record failure with the exception instance exc; True when this "
      "call made the terminal transition."},
     {nullptr, nullptr, 0, nullptr}};

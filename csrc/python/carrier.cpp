@@ -22,6 +22,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -385,10 +386,10 @@ PyMethodDef Carrier_methods[] = {
      "Relinquish the storage (free it if owned by this carrier). Idempotent; RuntimeError when owned."},
     {"_release", Carrier_priv_release, METH_NOARGS, "Hook: free the storage (called once by release())."},
     {"is_released", Carrier_is_released, METH_NOARGS, "True after release()."},
-    {"new_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Carrier_new_like)),
+    {"new_like", method_cast(Carrier_new_like),
      METH_VARARGS | METH_KEYWORDS,
      "new_like(values, *, mutable=True, dtype=None): fresh carrier of this exact class holding values. Hook."},
-    {"allocate_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Carrier_allocate_like)),
+    {"allocate_like", method_cast(Carrier_allocate_like),
      METH_VARARGS | METH_KEYWORDS,
      "allocate_like(size, *, mutable=True, dtype=None, empty=False): fresh zero-filled carrier of this exact "
      "class. Hook."},
@@ -411,11 +412,7 @@ PyMappingMethods Carrier_as_mapping = {nullptr, Carrier_subscript, Carrier_ass_s
 
 }  // namespace
 
-PyTypeObject Carrier_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Carrier",               /* tp_name */
-    sizeof(CarrierObject),               /* tp_basicsize */
-};
+PyTypeObject Carrier_Type = static_type("strideweave.Carrier", sizeof(CarrierObject));
 
 // Python's thread ident: owner access is bound to it. An ident may be reused
 // by a new thread after its thread ends, so an owner must close its scopes

@@ -10,6 +10,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -213,11 +214,7 @@ PyMethodDef CPU_methods[] = {
 
 }  // namespace
 
-PyTypeObject CPU_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.CPU",                   /* tp_name */
-    sizeof(CPUObject),                   /* tp_basicsize */
-};
+PyTypeObject CPU_Type = static_type("strideweave.CPU", sizeof(CPUObject));
 
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
   if (!supported(dtype)) {

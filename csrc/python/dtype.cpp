@@ -4,6 +4,7 @@
 #include "dtype_object.hpp"
 #include "module.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -208,17 +209,9 @@ PyGetSetDef DType_getset[] = {
 
 }  // namespace
 
-PyTypeObject DType_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.DType",                 /* tp_name */
-    sizeof(DTypeObject),                 /* tp_basicsize */
-};
+PyTypeObject DType_Type = static_type("strideweave.DType", sizeof(DTypeObject));
 
-PyTypeObject CompoundDType_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.CompoundDType",
-    sizeof(DTypeObject),
-};
+PyTypeObject CompoundDType_Type = static_type("strideweave.CompoundDType", sizeof(DTypeObject));
 
 bool is_dtype(PyObject* o) { return PyObject_TypeCheck(o, &DType_Type); }
 

@@ -55,6 +55,7 @@
 #include "autograd/autograd.hpp"
 #include "module.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -524,11 +525,7 @@ PyGetSetDef Evictable_getset[] = {
 
 }  // namespace
 
-PyTypeObject Evictable_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Evictable",             /* tp_name */
-    sizeof(EvictableImpl),               /* tp_basicsize */
-};
+PyTypeObject Evictable_Type = static_type("strideweave.Evictable", sizeof(EvictableImpl));
 
 int evictable_module_init(PyObject* module) {
   Evictable_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;

@@ -43,6 +43,7 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -137,9 +138,7 @@ PyObject* mod_install_records(PyObject* module, PyObject* args, PyObject* kwargs
 
 // ------------------------------------------------------------ registry
 
-PyTypeObject RouteMove_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                               "strideweave.carriers.extension.TransferRouteMoveOperation",
-                               sizeof(MoveOperationObject)};
+PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.TransferRouteMoveOperation", sizeof(MoveOperationObject));
 
 bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
 
@@ -581,7 +580,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
 
 PyMethodDef module_methods[] = {
     {"register_carrier_definition",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_register_definition)),
+     method_cast(mod_register_definition),
      METH_VARARGS | METH_KEYWORDS,
      "register_carrier_definition(cls, definition)\n--\n\nGive the Python Carrier subclass cls its storage and "
      "transfer routes. Every route's source_class must be cls (outgoing), or its destination_class cls and its "
@@ -590,7 +589,7 @@ PyMethodDef module_methods[] = {
      "registry call naming it); built-in carriers cannot be registered. Instances are then built as "
      "cls(slots, *, dtype, mutable=True)."},
     {"_install_extension_records",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_install_records)),
+     method_cast(mod_install_records),
      METH_VARARGS | METH_KEYWORDS,
      "Private: strideweave.carriers.extension hands its record classes to _core (once, at import)."},
     {nullptr, nullptr, 0, nullptr}};

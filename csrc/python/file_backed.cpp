@@ -23,6 +23,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "temp_directory.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -509,11 +510,7 @@ int register_hooks() {
 
 }  // namespace
 
-PyTypeObject FileBacked_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.FileBacked",            /* tp_name */
-    sizeof(FileBackedObject),            /* tp_basicsize */
-};
+PyTypeObject FileBacked_Type = static_type("strideweave.FileBacked", sizeof(FileBackedObject));
 
 int file_backed_module_init(PyObject* module) {
   FileBacked_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;

@@ -10,6 +10,7 @@
 #include "module.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -209,11 +210,7 @@ void Generic_dealloc(PyObject* self) {
 
 }  // namespace
 
-PyTypeObject Generic_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Generic",               /* tp_name */
-    sizeof(GenericObject),               /* tp_basicsize */
-};
+PyTypeObject Generic_Type = static_type("strideweave.Generic", sizeof(GenericObject));
 
 int generic_module_init(PyObject* module) {
   Generic_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;

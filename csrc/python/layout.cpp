@@ -20,6 +20,7 @@
 #include "module.hpp"
 #include "keys.hpp"
 #include "util/ref.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -321,12 +322,14 @@ PyGetSetDef Layout_getset[] = {
      "report False (not proven injective).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-PySequenceMethods Layout_as_sequence = {
-    Layout_len,   /* sq_length */
-    nullptr,      /* sq_concat */
-    nullptr,      /* sq_repeat */
-    Layout_item,  /* sq_item: iteration */
-};
+// Only length and item: enough for len() and iteration (sq_item); the
+// rest of the table stays zero.
+PySequenceMethods Layout_as_sequence = [] {
+  PySequenceMethods m{};
+  m.sq_length = Layout_len;
+  m.sq_item = Layout_item;
+  return m;
+}();
 
 PyMappingMethods Layout_as_mapping = {
     Layout_len,        /* mp_length */
@@ -336,11 +339,7 @@ PyMappingMethods Layout_as_mapping = {
 
 }  // namespace
 
-PyTypeObject Layout_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Layout",
-    sizeof(LayoutObject),
-};
+PyTypeObject Layout_Type = static_type("strideweave.Layout", sizeof(LayoutObject));
 
 PyObject* layout_from_engine(const sw::Layout& l) {
   PyObject* shape = shape_from_tree(l.shape());

@@ -36,6 +36,7 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -445,21 +446,11 @@ int init_op(PyTypeObject* t, const char* doc, PyTypeObject* src, PyTypeObject* d
 
 }  // namespace
 
-PyTypeObject Metal_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Metal",                 /* tp_name */
-    sizeof(MetalObject),                 /* tp_basicsize */
-};
+PyTypeObject Metal_Type = static_type("strideweave.Metal", sizeof(MetalObject));
 // The operation types are reached through the module and the registry only.
-static PyTypeObject CpuToMetalMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                             "strideweave.CpuToMetalMoveOperation",
-                                             sizeof(MoveOperationObject)};
-static PyTypeObject MetalToCpuMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                             "strideweave.MetalToCpuMoveOperation",
-                                             sizeof(MoveOperationObject)};
-static PyTypeObject MetalToMetalMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                               "strideweave.MetalToMetalMoveOperation",
-                                               sizeof(MoveOperationObject)};
+static PyTypeObject CpuToMetalMoveOperation_Type = static_type("strideweave.CpuToMetalMoveOperation", sizeof(MoveOperationObject));
+static PyTypeObject MetalToCpuMoveOperation_Type = static_type("strideweave.MetalToCpuMoveOperation", sizeof(MoveOperationObject));
+static PyTypeObject MetalToMetalMoveOperation_Type = static_type("strideweave.MetalToMetalMoveOperation", sizeof(MoveOperationObject));
 
 int metal_module_init(PyObject* module) {
   Metal_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;

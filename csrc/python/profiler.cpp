@@ -9,6 +9,7 @@
 #include "module.hpp"
 #include "util/errors.hpp"
 #include "clock.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -44,8 +45,7 @@ SessionObject* as_session(PyObject* o) { return reinterpret_cast<SessionObject*>
 thread_local PyObject* tls_session = nullptr;
 thread_local std::vector<std::pair<PyObject*, int64_t>> tls_stack;
 
-PyTypeObject Session_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core._ProfileSession",
-                             sizeof(SessionObject)};
+PyTypeObject Session_Type = static_type("strideweave._core._ProfileSession", sizeof(SessionObject));
 
 PyObject* Session_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"carriers", "record_shapes", nullptr};
@@ -327,7 +327,7 @@ PyMethodDef hook_methods[] = {
      "_profiler_session()\n--\n\nPrivate: the calling thread's active profiling session, or None."},
     {"_profiler_now_ns", hook_now_ns, METH_NOARGS,
      "_profiler_now_ns()\n--\n\nPrivate: the profiler clock (monotonic nanoseconds)."},
-    {"_profiler_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hook_record)),
+    {"_profiler_record", method_cast(hook_record),
      METH_VARARGS | METH_KEYWORDS,
      "_profiler_record(session, name, carrier_type, implementation_type, start_ns, duration_ns, succeeded, "
      "parent_id=None, input_shapes=None)\n--\n\nPrivate: record one event on the calling thread; returns its id."},

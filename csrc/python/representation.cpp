@@ -6,6 +6,7 @@
 #include "tensor_object.hpp"
 #include "module.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -29,10 +30,8 @@ struct RepresentationObject {
   PyObject* adjacent_layouts;  // tuple of Layout
 };
 
-PyTypeObject Subtensor_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.core.Subtensor",
-                               sizeof(SubtensorObject)};
-PyTypeObject Representation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.core.TensorRepresentation",
-                                    sizeof(RepresentationObject)};
+PyTypeObject Subtensor_Type = static_type("strideweave.core.Subtensor", sizeof(SubtensorObject));
+PyTypeObject Representation_Type = static_type("strideweave.core.TensorRepresentation", sizeof(RepresentationObject));
 
 SubtensorObject* as_sub(PyObject* o) { return reinterpret_cast<SubtensorObject*>(o); }
 RepresentationObject* as_rep(PyObject* o) { return reinterpret_cast<RepresentationObject*>(o); }

@@ -22,6 +22,7 @@
 #include "keys.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -372,12 +373,14 @@ PyGetSetDef Stride_getset[] = {
     {"depth", IntTree_get_depth, nullptr, "nesting depth: (1, 2) -> 1, (1, (2, 6)) -> 2", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-PySequenceMethods IntTree_as_sequence = {
-    IntTree_len,   /* sq_length */
-    nullptr,       /* sq_concat */
-    nullptr,       /* sq_repeat */
-    IntTree_item,  /* sq_item: iteration */
-};
+// Only length and item: enough for len() and iteration (sq_item); the
+// rest of the table stays zero.
+PySequenceMethods IntTree_as_sequence = [] {
+  PySequenceMethods m{};
+  m.sq_length = IntTree_len;
+  m.sq_item = IntTree_item;
+  return m;
+}();
 
 PyMappingMethods IntTree_as_mapping = {
     IntTree_len,        /* mp_length */
@@ -402,17 +405,9 @@ void init_tree_type(PyTypeObject* t, const char* doc, PyGetSetDef* getset) {
 
 }  // namespace
 
-PyTypeObject Shape_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Shape",
-    sizeof(IntTreeObject),
-};
+PyTypeObject Shape_Type = static_type("strideweave.Shape", sizeof(IntTreeObject));
 
-PyTypeObject Stride_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Stride",
-    sizeof(IntTreeObject),
-};
+PyTypeObject Stride_Type = static_type("strideweave.Stride", sizeof(IntTreeObject));
 
 PyObject* shape_from_tree(const sw::IntTree& t) {
   try {

@@ -10,6 +10,7 @@
 #include "module.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -291,10 +292,10 @@ PyMethodDef Tensor_methods[] = {
     {"is_differentiable", Tensor_is_differentiable, METH_NOARGS,
      "True when the logical dtype is Float32 or Floating."},
     {"retain_grad", Tensor_retain_grad, METH_NOARGS, "Keep .grad on this non-leaf tensor after backward."},
-    {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_backward)),
+    {"backward", method_cast(tensor_backward),
      METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=False): reverse-mode traversal."},
     // FASTCALL: METH_VARARGS would build a kwargs dict on every export.
-    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_dlpack_fastcall)),
+    {"__dlpack__", method_cast(tensor_dlpack_fastcall),
      METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "Zero-copy DLPack export."},
@@ -305,7 +306,7 @@ PyMethodDef Tensor_methods[] = {
      "np.from_dlpack(t).tolist() gives); a rank-0 tensor gives its scalar."},
     {"item", tensor_item, METH_NOARGS,
      "item($self, /)\n--\n\nThe single value of a one-element tensor (ValueError otherwise)."},
-    {"__array__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_array)),
+    {"__array__", method_cast(tensor_array),
      METH_VARARGS | METH_KEYWORDS,
      "__array__($self, /, dtype=None, copy=None)\n--\n\nNumPy 2 protocol: a CPU Float32/Int32 tensor gives "
      "the zero-copy view np.from_dlpack gives unless copy=True; any other tensor gives a copy, and "
@@ -328,11 +329,7 @@ PyGetSetDef Tensor_getset[] = {
 
 }  // namespace
 
-PyTypeObject Tensor_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Tensor",
-    sizeof(TensorObject),
-};
+PyTypeObject Tensor_Type = static_type("strideweave.Tensor", sizeof(TensorObject));
 
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout) {
   PyObject* off = PyLong_FromSsize_t(offset);

@@ -33,6 +33,7 @@
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -633,7 +634,7 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 namespace {
 PyMethodDef data_functions[] = {
-    {"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tensor_fn)),
+    {"tensor", method_cast(tensor_fn),
      METH_VARARGS | METH_KEYWORDS,
      "tensor(data, *, dtype=None, layout=None)\n--\n\n"
      "A new Tensor over fresh CPU storage holding a copy of data: an object with the buffer protocol "

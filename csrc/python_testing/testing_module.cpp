@@ -13,6 +13,7 @@
 #include "metal_test_hooks.hpp"
 #include "util/ref.hpp"
 #include "util/scopes.hpp"
+#include "util/type_object.hpp"
 
 namespace swtesting {
 
@@ -32,8 +33,7 @@ struct FakeObject {
 
 FakeObject* as_fake(PyObject* o) { return reinterpret_cast<FakeObject*>(o); }
 
-PyTypeObject Fake_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._testing.FakeMetalRuntime",
-                          sizeof(FakeObject)};
+PyTypeObject Fake_Type = swpy::static_type("strideweave._testing.FakeMetalRuntime", sizeof(FakeObject));
 
 void Fake_dealloc(PyObject* self) {
   as_fake(self)->rt.~shared_ptr();
@@ -113,7 +113,7 @@ PyMethodDef Fake_methods[] = {
      "Calls so far: (step, dst_buffer, src_buffer, bytes, ok) tuples; synchronize entries are logged on completion "
      "with the number of commands they completed in place of bytes."},
     {"clear_log", Fake_clear_log, METH_NOARGS, "Forget the logged calls."},
-    {"fail", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Fake_fail)), METH_VARARGS | METH_KEYWORDS,
+    {"fail", swpy::method_cast(Fake_fail), METH_VARARGS | METH_KEYWORDS,
      "fail(step, *, skip=0): the (skip+1)-th next call of step raises a device error."},
     {"hold_synchronize", Fake_hold, METH_VARARGS, "hold_synchronize(held=True): block synchronize() while held."},
     {"wait_synchronizing", Fake_wait_synchronizing, METH_O,

@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -38,11 +39,7 @@ struct NoGradObject {
   int depth;
 };
 
-PyTypeObject NoGrad_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.no_grad",
-    sizeof(NoGradObject),
-};
+PyTypeObject NoGrad_Type = static_type("strideweave.no_grad", sizeof(NoGradObject));
 
 NoGradObject* as_no_grad(PyObject* o) { return reinterpret_cast<NoGradObject*>(o); }
 
@@ -90,11 +87,7 @@ struct NoGradFunctionObject {
   PyObject* dict;  // functools.update_wrapper copies __name__, __doc__, ...
 };
 
-PyTypeObject NoGradFunction_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave._core._NoGradFunction",
-    sizeof(NoGradFunctionObject),
-};
+PyTypeObject NoGradFunction_Type = static_type("strideweave._core._NoGradFunction", sizeof(NoGradFunctionObject));
 
 NoGradFunctionObject* as_function(PyObject* o) { return reinterpret_cast<NoGradFunctionObject*>(o); }
 

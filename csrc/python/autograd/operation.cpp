@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -275,11 +276,7 @@ PyObject* operation_forward(PyObject* op, PyObject* args) {
   return result.release();
 }
 
-PyTypeObject Operation_Type = {
-    PyVarObject_HEAD_INIT(nullptr, 0)
-    "strideweave.Operation",
-    sizeof(OperationObject),
-};
+PyTypeObject Operation_Type = static_type("strideweave.Operation", sizeof(OperationObject));
 
 int operation_module_init(PyObject* module) {
   Operation_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;

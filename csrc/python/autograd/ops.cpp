@@ -8,21 +8,17 @@
 #include "autograd/autograd.hpp"
 #include "module.hpp"
 #include "util/ref.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
 namespace ops {
 
-PyTypeObject BroadcastToOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.BroadcastToOperation",
-                                          sizeof(OperationObject)};
-PyTypeObject AddOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.AddOperation",
-                                  sizeof(OperationObject)};
-PyTypeObject MulOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.MulOperation",
-                                  sizeof(MulOperationObject)};
-PyTypeObject ReluOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.ReluOperation",
-                                   sizeof(OperationObject)};
-PyTypeObject ReduceSumOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.ReduceSumOperation",
-                                        sizeof(OperationObject)};
+PyTypeObject BroadcastToOperation_Type = static_type("strideweave.BroadcastToOperation", sizeof(OperationObject));
+PyTypeObject AddOperation_Type = static_type("strideweave.AddOperation", sizeof(OperationObject));
+PyTypeObject MulOperation_Type = static_type("strideweave.MulOperation", sizeof(MulOperationObject));
+PyTypeObject ReluOperation_Type = static_type("strideweave.ReluOperation", sizeof(OperationObject));
+PyTypeObject ReduceSumOperation_Type = static_type("strideweave.ReduceSumOperation", sizeof(OperationObject));
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "clock.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -474,16 +475,14 @@ PyObject* mod_move(PyObject*, PyObject* args, PyObject* kwargs) {
   return move_blocking(tensor, dest);
 }
 
-#define SW_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
 PyMethodDef api_methods[] = {
-    {"move_async", SW_KW(mod_move_async), METH_VARARGS | METH_KEYWORDS,
+    {"move_async", method_cast(mod_move_async), METH_VARARGS | METH_KEYWORDS,
      "move_async(tensor, destination)\n--\n\nValidate, initiate one move into destination and return "
      "its handle without waiting for the transfer."},
-    {"move", SW_KW(mod_move), METH_VARARGS | METH_KEYWORDS,
+    {"move", method_cast(mod_move), METH_VARARGS | METH_KEYWORDS,
      "move(tensor, destination)\n--\n\nmove_async(tensor, destination).wait(): the moved Tensor, backed "
      "by destination at offset 0 with the same Layout; the source carrier is released."},
     {nullptr, nullptr, 0, nullptr}};
-#undef SW_KW
 
 }  // namespace
 

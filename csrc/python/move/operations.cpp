@@ -12,20 +12,14 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "util/args.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
-PyTypeObject MoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave.MoveOperation",
-                                   sizeof(MoveOperationObject)};
-PyTypeObject ElementwiseMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                              "strideweave.ElementwiseMoveOperation",
-                                              sizeof(MoveOperationObject)};
-PyTypeObject CpuToFileBackedMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                                  "strideweave.CpuToFileBackedMoveOperation",
-                                                  sizeof(MoveOperationObject)};
-PyTypeObject FileBackedToCpuMoveOperation_Type = {PyVarObject_HEAD_INIT(nullptr, 0)
-                                                  "strideweave.FileBackedToCpuMoveOperation",
-                                                  sizeof(MoveOperationObject)};
+PyTypeObject MoveOperation_Type = static_type("strideweave.MoveOperation", sizeof(MoveOperationObject));
+PyTypeObject ElementwiseMoveOperation_Type = static_type("strideweave.ElementwiseMoveOperation", sizeof(MoveOperationObject));
+PyTypeObject CpuToFileBackedMoveOperation_Type = static_type("strideweave.CpuToFileBackedMoveOperation", sizeof(MoveOperationObject));
+PyTypeObject FileBackedToCpuMoveOperation_Type = static_type("strideweave.FileBackedToCpuMoveOperation", sizeof(MoveOperationObject));
 
 namespace move_internal {
 

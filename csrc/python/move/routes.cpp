@@ -8,6 +8,7 @@
 #include "autograd/autograd.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/type_object.hpp"
 
 namespace swpy {
 
@@ -154,8 +155,7 @@ struct ScopedRegObject {
   bool active;
 };
 
-PyTypeObject ScopedReg_Type = {PyVarObject_HEAD_INIT(nullptr, 0) "strideweave._core.registered_move_operation",
-                               sizeof(ScopedRegObject)};
+PyTypeObject ScopedReg_Type = static_type("strideweave._core.registered_move_operation", sizeof(ScopedRegObject));
 
 ScopedRegObject* as_scoped(PyObject* o) { return reinterpret_cast<ScopedRegObject*>(o); }
 
@@ -219,22 +219,20 @@ PyObject* mod_registered(PyObject*, PyObject* args, PyObject* kwargs) {
   return self;
 }
 
-#define SW_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
 PyMethodDef route_methods[] = {
-    {"dispatch_move", SW_KW(mod_dispatch_move), METH_VARARGS | METH_KEYWORDS,
+    {"dispatch_move", method_cast(mod_dispatch_move), METH_VARARGS | METH_KEYWORDS,
      "dispatch_move(source_class, destination_class)\n--\n\nThe operation class registered for this exact pair, "
      "else ElementwiseMoveOperation."},
-    {"register_move_operation", SW_KW(mod_register), METH_VARARGS | METH_KEYWORDS,
+    {"register_move_operation", method_cast(mod_register), METH_VARARGS | METH_KEYWORDS,
      "register_move_operation(source_class, destination_class, operation_class)\n--\n\nRegister operation_class "
      "for the exact pair; ValueError when the pair already has one."},
-    {"unregister_move_operation", SW_KW(mod_unregister), METH_VARARGS | METH_KEYWORDS,
+    {"unregister_move_operation", method_cast(mod_unregister), METH_VARARGS | METH_KEYWORDS,
      "unregister_move_operation(source_class, destination_class)\n--\n\nRemove and return the operation class of "
      "the exact pair; KeyError when none."},
-    {"registered_move_operation", SW_KW(mod_registered), METH_VARARGS | METH_KEYWORDS,
+    {"registered_move_operation", method_cast(mod_registered), METH_VARARGS | METH_KEYWORDS,
      "registered_move_operation(source_class, destination_class, operation_class)\n--\n\nContext manager: "
      "registers the exact pair on entry (yielding operation_class) and unregisters it on exit."},
     {nullptr, nullptr, 0, nullptr}};
-#undef SW_KW
 
 }  // namespace
 
