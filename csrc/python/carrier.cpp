@@ -23,23 +23,12 @@
 #include "util/errors.hpp"
 #include "util/args.hpp"
 #include "util/type_object.hpp"
+#include "module_state.hpp"
 
 namespace swpy {
 
 namespace {
 
-// Interned hook names (module lifetime).
-PyObject* s_size;
-PyObject* s_dtype;
-PyObject* s_get_value;
-PyObject* s_set_value;
-PyObject* s_is_mutable;
-PyObject* s_release;
-PyObject* s_new_like;
-PyObject* s_allocate_like;
-PyObject* s_dlpack_info;
-PyObject* s_mutable;
-PyObject* s_empty;
 
 
 bool overrides(PyObject* self, PyObject* name) {
@@ -85,7 +74,7 @@ int check_range(PyObject* c, Py_ssize_t i) {
 // did the range check it may claim more slots than the storage has, or have
 // released it: check again against the storage. -1 with an exception.
 int check_native_range(PyObject* c, Py_ssize_t i) {
-  if (!overrides(c, s_size)) return 0;  // check_range used the native size
+  if (!overrides(c, names().size)) return 0;  // check_range used the native size
   if (check_live(c) < 0) return -1;
   Py_ssize_t n = as_carrier(c)->vt->size(as_carrier(c));
   if (n < 0) return -1;
@@ -447,8 +436,8 @@ void carrier_dealloc(PyObject* self) {
 }
 
 Py_ssize_t carrier_size(PyObject* c) {
-  if (!overrides(c, s_size)) return native_size(c);
-  Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_size));
+  if (!overrides(c, names().size)) return native_size(c);
+  Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, names().size));
   if (!r) return -1;
   if (!PyLong_Check(r.get())) {
     PyErr_Format(PyExc_TypeError, "%s.size() must return an int, not %.100s", type_name(c), type_name(r.get()));
@@ -464,8 +453,8 @@ Py_ssize_t carrier_size(PyObject* c) {
 }
 
 PyObject* carrier_dtype(PyObject* c) {
-  if (!overrides(c, s_dtype)) return native_dtype(c);
-  PyObject* r = PyObject_CallMethodNoArgs(c, s_dtype);
+  if (!overrides(c, names().dtype)) return native_dtype(c);
+  PyObject* r = PyObject_CallMethodNoArgs(c, names().dtype);
   if (r && !is_dtype(r)) {
     PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s", type_name(c), type_name(r));
     Py_CLEAR(r);
@@ -480,8 +469,8 @@ int carrier_is_owned(PyObject* c) { return as_carrier(c)->ownership.is_owned() ?
 int carrier_is_mutable(PyObject* c) {
   if (as_carrier(c)->releasing) return 0;
   int constructed;
-  if (overrides(c, s_is_mutable)) {
-    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_is_mutable));
+  if (overrides(c, names().is_mutable)) {
+    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, names().is_mutable));
     if (!r) return -1;
     constructed = PyObject_IsTrue(r.get());
     if (constructed < 0) return -1;
@@ -496,10 +485,10 @@ int carrier_is_mutable(PyObject* c) {
 
 PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return nullptr;
-  if (overrides(c, s_get_value)) {
+  if (overrides(c, names().get_value)) {
     Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return nullptr;
-    return PyObject_CallMethodOneArg(c, s_get_value, idx.get());
+    return PyObject_CallMethodOneArg(c, names().get_value, idx.get());
   }
   CarrierObject* o = as_carrier(c);
   if (!o->vt) return not_implemented<PyObject*>(c, "get_value", nullptr);
@@ -509,10 +498,10 @@ PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
 
 int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return -1;
-  if (overrides(c, s_set_value)) {
+  if (overrides(c, names().set_value)) {
     Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return -1;
-    Ref r = Ref::steal(PyObject_CallMethodObjArgs(c, s_set_value, idx.get(), v, nullptr));
+    Ref r = Ref::steal(PyObject_CallMethodObjArgs(c, names().set_value, idx.get(), v, nullptr));
     return r ? 0 : -1;
   }
   CarrierObject* o = as_carrier(c);
@@ -539,7 +528,7 @@ int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v) {
   // the converted value's write runs no Python code.
   Ref converted;
   CarrierObject* o = as_carrier(c);
-  if (o->vt && !overrides(c, s_set_value) && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) &&
+  if (o->vt && !overrides(c, names().set_value) && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) &&
       !PyBool_Check(v)) {
     converted = Ref::steal(value_coerce(o->vt->dtype_code(o), v));
     if (!converted) return -1;
@@ -567,12 +556,12 @@ int carrier_release(PyObject* c) {
                  type_name(c));
     return -1;
   }
-  if (overrides(c, s_release)) {
+  if (overrides(c, names().release)) {
     // While the hook runs the carrier is neither owned nor released yet:
     // refuse writes, claims (so new moves) and DLPack-visible mutability,
     // so nothing starts using storage that is about to go.
     o->releasing = true;
-    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, s_release));
+    Ref r = Ref::steal(PyObject_CallMethodNoArgs(c, names().release));
     o->releasing = false;
     if (!r) return -1;
     if (o->released) return 0;  // the hook released re-entrantly
@@ -590,7 +579,7 @@ int carrier_release(PyObject* c) {
 PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   PyObject* d;
   if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
-  if (!overrides(c, s_new_like)) return native_new_like(c, values, mutable_, d);
+  if (!overrides(c, names().new_like)) return native_new_like(c, values, mutable_, d);
   // Measured before the hook runs (it may mutate values); an iterator
   // without a length sets no lower bound.
   Py_ssize_t n = PyObject_Length(values);
@@ -599,11 +588,11 @@ PyObject* carrier_new_like(PyObject* c, PyObject* values, bool mutable_, PyObjec
     PyErr_Clear();
     n = 0;
   }
-  Ref method = Ref::steal(PyObject_GetAttr(c, s_new_like));
+  Ref method = Ref::steal(PyObject_GetAttr(c, names().new_like));
   if (!method) return nullptr;
   Ref args = Ref::steal(PyTuple_Pack(1, values));
   Ref kwargs = Ref::steal(
-      Py_BuildValue("{O:O,s:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None));
+      Py_BuildValue("{O:O,s:O}", names().mutable_, mutable_ ? Py_True : Py_False, "dtype", d ? d : Py_None));
   if (!args || !kwargs) return nullptr;
   return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "new_like", n, d);
 }
@@ -615,12 +604,12 @@ PyObject* carrier_allocate_like(PyObject* c, Py_ssize_t n, bool mutable_, PyObje
   }
   PyObject* d;
   if (parse_dtype_arg(dtype, &d) < 0) return nullptr;
-  if (!overrides(c, s_allocate_like)) return native_allocate_like(c, n, mutable_, d, empty);
-  Ref method = Ref::steal(PyObject_GetAttr(c, s_allocate_like));
+  if (!overrides(c, names().allocate_like)) return native_allocate_like(c, n, mutable_, d, empty);
+  Ref method = Ref::steal(PyObject_GetAttr(c, names().allocate_like));
   if (!method) return nullptr;
   Ref args = Ref::steal(Py_BuildValue("(n)", n));
-  Ref kwargs = Ref::steal(Py_BuildValue("{O:O,s:O,O:O}", s_mutable, mutable_ ? Py_True : Py_False, "dtype",
-                                        d ? d : Py_None, s_empty, empty ? Py_True : Py_False));
+  Ref kwargs = Ref::steal(Py_BuildValue("{O:O,s:O,O:O}", names().mutable_, mutable_ ? Py_True : Py_False, "dtype",
+                                        d ? d : Py_None, names().empty, empty ? Py_True : Py_False));
   if (!args || !kwargs) return nullptr;
   return check_like_result(c, PyObject_Call(method.get(), args.get(), kwargs.get()), "allocate_like", n, d);
 }
@@ -644,13 +633,13 @@ void* carrier_host_data(PyObject* c) {
   // claim more (or other) than the native buffer holds. Such a carrier gets
   // no raw access: moves copy it value by value through its (native,
   // range-checked) slot hooks and ops refuse it (issue 15 item 1).
-  if (overrides(c, s_size) || overrides(c, s_dtype)) return nullptr;
+  if (overrides(c, names().size) || overrides(c, names().dtype)) return nullptr;
   return o->vt->host_data(o);
 }
 
 PyObject* carrier_dlpack_info(PyObject* c) {
-  if (!overrides(c, s_dlpack_info)) return native_dlpack_info(c);
-  return PyObject_CallMethodNoArgs(c, s_dlpack_info);
+  if (!overrides(c, names().dlpack_info)) return native_dlpack_info(c);
+  return PyObject_CallMethodNoArgs(c, names().dlpack_info);
 }
 
 int64_t carrier_claim(PyObject* c) {
@@ -688,16 +677,6 @@ int carrier_end_access(PyObject* c, int64_t token) {
 }
 
 int carrier_module_init(PyObject* module) {
-  struct { PyObject** slot; const char* name; } names[] = {
-      {&s_size, "size"},           {&s_dtype, "dtype"},         {&s_get_value, "get_value"},
-      {&s_set_value, "set_value"}, {&s_is_mutable, "_is_mutable"}, {&s_release, "_release"},
-      {&s_new_like, "new_like"},   {&s_allocate_like, "allocate_like"}, {&s_dlpack_info, "dlpack_info"},
-      {&s_mutable, "mutable"},     {&s_empty, "empty"},
-  };
-  for (auto& n : names) {
-    *n.slot = PyUnicode_InternFromString(n.name);  // module lifetime
-    if (!*n.slot) return -1;
-  }
   Carrier_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
   Carrier_Type.tp_doc =
       "Base of all storage carriers: a flat run of size() slots of one storage dtype.\n\n"

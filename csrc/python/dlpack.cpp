@@ -17,6 +17,7 @@
 #include "module.hpp"
 
 #include "dlpack_export.hpp"
+#include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
@@ -31,13 +32,6 @@ namespace dl = sw::dlpack;
 constexpr const char* kLegacyName = "dltensor";
 constexpr const char* kVersionedName = "dltensor_versioned";
 
-PyObject* s_stream;
-PyObject* s_max_version;
-PyObject* s_dl_device;
-PyObject* s_copy;
-PyObject* s_pointer;
-PyObject* s_device_type;
-PyObject* s_device_id;
 
 // ------------------------------------------------------------ owner release
 
@@ -181,7 +175,7 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
     Py_DECREF(info);
   }
   int rc = -1;
-  PyObject* keys[3] = {s_pointer, s_device_type, s_device_id};
+  PyObject* keys[3] = {names().pointer, names().device_type, names().device_id};
   // Strong references: converting a value may run Python code (__index__)
   // that mutates the hook's dict and frees the others.
   PyObject* values[3] = {nullptr, nullptr, nullptr};
@@ -254,10 +248,10 @@ struct ExportArgs {
 // unknown name or a stream given twice.
 // Slot for an interned keyword name (what the compiler passes), or NULL.
 inline PyObject** slot_for(PyObject* key, ExportArgs* a) {
-  if (key == s_max_version) return &a->max_version;
-  if (key == s_dl_device) return &a->dl_device;
-  if (key == s_copy) return &a->copy;
-  if (key == s_stream) return &a->stream;
+  if (key == names().max_version) return &a->max_version;
+  if (key == names().dl_device) return &a->dl_device;
+  if (key == names().copy) return &a->copy;
+  if (key == names().stream) return &a->stream;
   return nullptr;
 }
 
@@ -265,8 +259,8 @@ int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportA
   PyObject** slot = slot_for(key, a);
   if (!slot && PyUnicode_Check(key)) {
     // A non-interned but equal string (built at run time).
-    PyObject* names[4] = {s_stream, s_max_version, s_dl_device, s_copy};
-    for (PyObject* n : names)
+    PyObject* keywords[4] = {names().stream, names().max_version, names().dl_device, names().copy};
+    for (PyObject* n : keywords)
       if (!slot && PyUnicode_Compare(key, n) == 0) slot = slot_for(n, a);
   }
   if (!slot) {
@@ -564,15 +558,6 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
 
 int dlpack_module_init(PyObject*) {
   // No public names: DLPack is export-only (no from_dlpack of any kind).
-  struct {
-    PyObject** slot;
-    const char* text;
-  } names[] = {{&s_stream, "stream"},       {&s_max_version, "max_version"}, {&s_dl_device, "dl_device"},
-               {&s_copy, "copy"},           {&s_pointer, "pointer"},         {&s_device_type, "device_type"},
-               {&s_device_id, "device_id"}};
-  for (auto& n : names) {
-    if (!*n.slot && !(*n.slot = PyUnicode_InternFromString(n.text))) return -1;
-  }
   return 0;
 }
 

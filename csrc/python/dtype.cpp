@@ -3,6 +3,7 @@
 
 #include "dtype_object.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
 
@@ -30,7 +31,7 @@ constexpr BuiltinInfo kBuiltins[] = {
 };
 constexpr int kBuiltinCount = sizeof(kBuiltins) / sizeof(kBuiltins[0]);
 
-PyObject* g_singletons[kBuiltinCount] = {};
+static_assert(kBuiltinCount <= ModuleState::kMaxBuiltinDTypes, "ModuleState::dtype_singletons is too small");
 
 const BuiltinInfo* info_of(sw::DTypeCode c) {
   for (const auto& b : kBuiltins)
@@ -166,7 +167,7 @@ PyObject* DType_from_name(PyObject*, PyObject* name) {
   const char* s = PyUnicode_AsUTF8(name);
   if (!s) return nullptr;
   for (int i = 0; i < kBuiltinCount; ++i)
-    if (std::strcmp(kBuiltins[i].name, s) == 0) return Py_NewRef(g_singletons[i]);
+    if (std::strcmp(kBuiltins[i].name, s) == 0) return Py_NewRef(module_state.dtype_singletons[i]);
   PyErr_Format(PyExc_ValueError, "unknown dtype name %R", name);
   return nullptr;
 }
@@ -217,7 +218,7 @@ bool is_dtype(PyObject* o) { return PyObject_TypeCheck(o, &DType_Type); }
 
 PyObject* dtype_singleton(sw::DTypeCode code) {
   for (int i = 0; i < kBuiltinCount; ++i)
-    if (kBuiltins[i].code == code) return g_singletons[i];
+    if (kBuiltins[i].code == code) return module_state.dtype_singletons[i];
   return nullptr;
 }
 
@@ -249,7 +250,7 @@ int dtype_module_init(PyObject* module) {
     as_dtype(d)->code = kBuiltins[i].code;
     as_dtype(d)->name = kBuiltins[i].name;
     as_dtype(d)->simple_types = nullptr;
-    g_singletons[i] = d;  // module lifetime: never released
+    module_state.dtype_singletons[i] = d;  // module lifetime: never released
     if (PyDict_SetItemString(DType_Type.tp_dict, kBuiltins[i].name, d) < 0) return -1;
   }
   PyType_Modified(&DType_Type);

@@ -596,7 +596,7 @@ PyMethodDef module_methods[] = {
 
 }  // namespace
 
-ext::ExtensionState ext::g;
+
 
 // Observes cls and every Python base (sealing them) and returns cls's own
 // StorageProvider (borrowed) or NULL when cls is definition-free. 0 / -1.

@@ -20,6 +20,7 @@
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "temp_directory.hpp"
@@ -42,8 +43,6 @@ unsigned long long g_counter = 0;
 // The process whose exit the hooks already cover (atexit in the importing
 // process; a multiprocessing finalizer once registered in a forked child).
 pid_t g_exit_hooked_pid = 0;
-// The exit cleanup as a Python callable (module lifetime).
-PyObject* g_cleanup_fn = nullptr;
 
 bool supported(sw::DTypeCode c) {
   return c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32;
@@ -172,7 +171,7 @@ void hook_child_exit() {
   if (!mp_util) return;  // multiprocessing not in use: not a worker
   Ref finalize = Ref::steal(PyObject_GetAttrString(mp_util.get(), "Finalize"));
   Ref kwargs = Ref::steal(Py_BuildValue("{s:i}", "exitpriority", -100));
-  Ref args = Ref::steal(Py_BuildValue("(OO)", Py_None, g_cleanup_fn));
+  Ref args = Ref::steal(Py_BuildValue("(OO)", Py_None, module_state.file_cleanup));
   if (!finalize || !kwargs || !args) return;
   Ref r = Ref::steal(PyObject_Call(finalize.get(), args.get(), kwargs.get()));
 }
@@ -490,11 +489,11 @@ PyMethodDef before_fork_def = {"_file_backed_before_fork", before_fork, METH_NOA
 
 // Registers the exit and fork hooks. 0 / -1.
 int register_hooks() {
-  g_cleanup_fn = PyCFunction_New(&cleanup_def, nullptr);  // module lifetime
-  if (!g_cleanup_fn) return -1;
+  module_state.file_cleanup = PyCFunction_New(&cleanup_def, nullptr);  // module lifetime
+  if (!module_state.file_cleanup) return -1;
   Ref atexit = Ref::steal(PyImport_ImportModule("atexit"));
   if (!atexit) return -1;
-  Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", g_cleanup_fn));
+  Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", module_state.file_cleanup));
   if (!r) return -1;
   g_exit_hooked_pid = ::getpid();
   Ref before = Ref::steal(PyCFunction_New(&before_fork_def, nullptr));

@@ -1,6 +1,7 @@
 // The strideweave._core extension module: creates the module and runs each
 // file's init function (see SW_MODULE_INITS in module.hpp).
 #include "module.hpp"
+#include "module_state.hpp"
 
 namespace swpy {
 
@@ -10,6 +11,39 @@ int add_type(PyObject* module, PyTypeObject* type, const char* name) {
   if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {
     Py_DECREF(type);
     return -1;
+  }
+  return 0;
+}
+
+int intern_module_names() {
+  InternedNames& n = module_state.names;
+  struct {
+    PyObject** slot;
+    const char* text;
+  } table[] = {
+      {&n.size, "size"},
+      {&n.dtype, "dtype"},
+      {&n.get_value, "get_value"},
+      {&n.set_value, "set_value"},
+      {&n.is_mutable, "_is_mutable"},
+      {&n.release, "_release"},
+      {&n.new_like, "new_like"},
+      {&n.allocate_like, "allocate_like"},
+      {&n.dlpack_info, "dlpack_info"},
+      {&n.mutable_, "mutable"},
+      {&n.empty, "empty"},
+      {&n.stream, "stream"},
+      {&n.max_version, "max_version"},
+      {&n.dl_device, "dl_device"},
+      {&n.copy, "copy"},
+      {&n.pointer, "pointer"},
+      {&n.device_type, "device_type"},
+      {&n.device_id, "device_id"},
+  };
+  for (auto& e : table) {
+    if (*e.slot) continue;  // interned by an earlier import of this process
+    *e.slot = PyUnicode_InternFromString(e.text);  // module lifetime
+    if (!*e.slot) return -1;
   }
   return 0;
 }
@@ -27,6 +61,10 @@ PyModuleDef core_module = {
 PyMODINIT_FUNC PyInit__core(void) {
   PyObject* m = PyModule_Create(&swpy::core_module);
   if (!m) return nullptr;
+  if (swpy::intern_module_names() < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
 #define SW_CALL_INIT(name) \
   if (swpy::name##_module_init(m) < 0) { Py_DECREF(m); return nullptr; }
   SW_MODULE_INITS(SW_CALL_INIT)

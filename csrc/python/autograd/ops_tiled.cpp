@@ -10,6 +10,7 @@
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
+#include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 // The TiledEvictable class, cached once its module has been imported (no
 // TiledEvictable can exist before), so the check costs one type test.
 PyTypeObject* tiled_class() {
-  static PyObject* cls = nullptr;
+  PyObject*& cls = module_state.tiled_evictable_class;
   if (cls) return reinterpret_cast<PyTypeObject*>(cls);
   Ref name = Ref::steal(PyUnicode_FromString("strideweave.carriers.tiled_evictable"));
   if (!name) {

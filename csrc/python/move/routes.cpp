@@ -16,7 +16,6 @@ namespace move_internal {
 
 // Constant-initialised: the hooks may be installed before any other
 // initialisation of this file has run.
-MoveState state;
 
 }  // namespace move_internal
 

@@ -1,0 +1,32 @@
+// The carrier-extension family's globals (a member of ModuleState).
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+namespace swpy::ext {
+
+// Process-lifetime state of the extension (a sealed class's dispatch never
+// changes, so nothing here is ever dropped).
+struct ExtensionState {
+  // The record classes from extension.py (NULL until it is imported).
+  PyObject* storage_type = nullptr;
+  PyObject* transfer_provider_type = nullptr;
+  PyObject* route_type = nullptr;
+  PyObject* definition_type = nullptr;
+  PyObject* request_type = nullptr;
+  PyObject* prepared_type = nullptr;
+  PyObject* unsupported_type = nullptr;
+  // Registry.
+  PyObject* definitions = nullptr;  // cls -> CarrierDefinition
+  PyObject* routes = nullptr;       // (src cls, dst cls) -> route operation class
+  PyObject* route_of = nullptr;     // route operation class -> TransferRoute
+  PyObject* observed = nullptr;     // id(cls) -> (weakref(cls), own StorageProvider or None)
+  // Interned attribute names of the records.
+  struct {
+    PyObject *supports_dtype, *physical_size, *allocate, *release, *read, *write, *elementwise_fallback;
+    PyObject *storage, *transfers, *source_class, *destination_class, *route_id, *provider, *prepare, *submit,
+        *reason, *wait;
+  } name{};
+};
+
+}  // namespace swpy::ext

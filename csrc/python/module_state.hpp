@@ -1,0 +1,47 @@
+// Every global of the _core module in one struct: the interned names, the
+// cached singletons and callables, and the state of the move and extension
+// families. This plays the part of PEP 489 module state in CPython's own
+// modules (Modules/_struct.c); _core is a single-phase module (one instance
+// per process), so ModuleState is one constant-initialized object.
+// Thread-local and lock-free runtime state (grad mode, profiler stacks, the
+// in-flight job set) is not module state and stays with its family.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "extension/state.hpp"
+#include "move/state.hpp"
+
+namespace swpy {
+
+// Attribute and keyword names looked up on hot paths, interned once by
+// intern_module_names() (module lifetime).
+struct InternedNames {
+  // Carrier hooks (carrier.cpp).
+  PyObject *size, *dtype, *get_value, *set_value, *is_mutable, *release, *new_like, *allocate_like,
+      *dlpack_info, *mutable_, *empty;
+  // __dlpack__ keywords and dlpack_info() fields (dlpack.cpp).
+  PyObject *stream, *max_version, *dl_device, *copy, *pointer, *device_type, *device_id;
+};
+
+struct ModuleState {
+  InternedNames names{};
+  // The built-in DType singletons, in dtype.cpp's table order.
+  static constexpr int kMaxBuiltinDTypes = 16;
+  PyObject* dtype_singletons[kMaxBuiltinDTypes]{};
+  // FileBacked's cleanup, registered with atexit and re-registered after fork.
+  PyObject* file_cleanup = nullptr;
+  // strideweave.carriers.tiled_evictable.TiledEvictable once imported.
+  PyObject* tiled_evictable_class = nullptr;
+  move_internal::MoveState move;
+  ext::ExtensionState extension;
+};
+
+inline ModuleState module_state;
+
+// The interned names; valid once intern_module_names() has run (first step of
+// PyInit__core).
+inline const InternedNames& names() { return module_state.names; }
+int intern_module_names();
+
+}  // namespace swpy
