@@ -73,8 +73,7 @@ int check_live(PyObject* c) {
 int check_range(PyObject* c, Py_ssize_t i) {
   Py_ssize_t n = carrier_size(c);
   if (n < 0) return -1;
-  // Negative indices are not wrapped: a slot index is a storage offset.
-  if (i < 0 || i >= n) {
+  if (!sw::slot_in_range(i, n)) {
     PyErr_Format(PyExc_IndexError, "carrier index %zd out of range for size %zd", i, n);
     return -1;
   }
@@ -417,6 +416,20 @@ PyTypeObject Carrier_Type = static_type("strideweave.Carrier", sizeof(CarrierObj
 // Python's thread ident: owner access is bound to it. An ident may be reused
 // by a new thread after its thread ends, so an owner must close its scopes
 // before its thread exits.
+int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out) {
+  const char* name = sw::carrier_kind_name(kind);
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "%s dtype must be a DType, not %.100s", name, type_name(dtype));
+    return -1;
+  }
+  if (!sw::supports_dtype(kind, dtype_code(dtype))) {
+    PyErr_Format(PyExc_ValueError, "%s does not support dtype %R; %s", name, dtype, sw::supported_dtypes_hint(kind));
+    return -1;
+  }
+  *out = dtype_code(dtype);
+  return 0;
+}
+
 uint64_t current_thread_id() { return static_cast<uint64_t>(PyThread_get_thread_ident()); }
 
 bool carrier_overrides(PyObject* self, const char* name) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "carrier_kinds.hpp"
 #include "dtype.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
@@ -79,6 +80,9 @@ int64_t carrier_claim(PyObject* c);
 int carrier_relinquish(PyObject* c, int64_t token);
 int carrier_begin_access(PyObject* c, int64_t token);
 int carrier_end_access(PyObject* c, int64_t token);
+// A built-in carrier's dtype argument: a DType that kind stores. TypeError
+// (not a DType) or ValueError (unsupported, with the kind's hint); 0 / -1.
+int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out);
 // For native carrier subclasses (cpu.cpp, evictable.cpp, ...): tp_alloc of
 // type with the base part initialised (version 0, unowned, live, constructed
 // mutable, vt set). The subclass then placement-constructs its own members.
