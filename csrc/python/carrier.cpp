@@ -416,6 +416,24 @@ PyTypeObject Carrier_Type = static_type("strideweave.Carrier", sizeof(CarrierObj
 // Python's thread ident: owner access is bound to it. An ident may be reused
 // by a new thread after its thread ends, so an owner must close its scopes
 // before its thread exits.
+PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable) {
+  PyObject* seq = PySequence_Fast(values, not_iterable);
+  if (seq && PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  return seq;
+}
+
+Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out) {
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
+  if (!seq) return -1;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
+  if (engine_call([&] { out->resize(static_cast<size_t>(n) * item); }) < 0) return -1;
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (encode_slot(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
+  return n;
+}
+
 int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out) {
   const char* name = sw::carrier_kind_name(kind);
   if (!is_dtype(dtype)) {

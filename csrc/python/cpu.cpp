@@ -100,11 +100,7 @@ void vt_release(CarrierObject* c) {
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_cpu(c)->dtype;  // kept after release
   if (dtype && carrier_parse_dtype(sw::CarrierKind::CPU, dtype, &code) < 0) return nullptr;
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref r = Ref::steal(cpu_make(Py_TYPE(c), n, code, mutable_, true));

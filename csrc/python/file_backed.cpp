@@ -271,22 +271,10 @@ void vt_release(CarrierObject* c) {
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   if (!dtype) dtype = as_fb(c)->dtype;  // kept after release
   else if (check_dtype(dtype) < 0) return nullptr;
-  sw::DTypeCode code = dtype_code(dtype);
-  int64_t item = sw::codec::slot_bytes(code);
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
-  if (!seq) return nullptr;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   // Encode everything before touching the file system.
   std::vector<unsigned char> bytes;
-  if (engine_call([&] { bytes.resize(static_cast<size_t>(n) * static_cast<size_t>(item)); }) < 0) return nullptr;
-  PyObject** items = PySequence_Fast_ITEMS(seq.get());
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], bytes.data() + i * item) < 0) return nullptr;
-  seq.reset();
+  const Py_ssize_t n = carrier_encode_values(values, dtype_code(dtype), &bytes);
+  if (n < 0) return nullptr;
   Ref r = Ref::steal(fb_make_like(as_fb(c), 0, dtype, mutable_));
   if (!r) return nullptr;
   FileBackedObject* o = as_fb(r.get());

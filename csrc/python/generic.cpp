@@ -33,11 +33,7 @@ int check_dtype(PyObject* dtype) {
 
 // New list of values coerced to code.
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
-  Ref seq = Ref::steal(PySequence_Fast(values, "Generic values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "Generic values must be iterable"));
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref list = Ref::steal(PyList_New(n));

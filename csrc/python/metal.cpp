@@ -157,19 +157,9 @@ void vt_release(CarrierObject* c) {
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_metal(c)->dtype;  // kept after release
   if (dtype && carrier_parse_dtype(sw::CarrierKind::Metal, dtype, &code) < 0) return nullptr;
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
-  if (!seq) return nullptr;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-  const size_t item = static_cast<size_t>(item_of(code));
   std::vector<unsigned char> staged;
-  if (engine_call([&] { staged.resize(static_cast<size_t>(n) * item); }) < 0) return nullptr;
-  PyObject** items = PySequence_Fast_ITEMS(seq.get());
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], staged.data() + static_cast<size_t>(i) * item) < 0) return nullptr;
+  const Py_ssize_t n = carrier_encode_values(values, code, &staged);
+  if (n < 0) return nullptr;
   Ref r = Ref::steal(metal_make(Py_TYPE(c), n, code, mutable_, false));
   if (!r) return nullptr;
   const M::BufferView view = as_metal(r.get())->buffer.view();
