@@ -1,8 +1,9 @@
 // The device interface behind the Metal carrier.
 //
-// The binding layer (csrc/python/metal.cpp) performs every device step
-// through the process-wide Runtime: allocation, release, the three copy
-// directions and synchronization. No real runtime is built on Linux (the
+// The Metal carrier's step sequences (metal_buffer.hpp, run by
+// csrc/python/metal.cpp) perform every device step through the process-wide
+// Runtime: allocation, release, the three copy directions and
+// synchronization. No real runtime is built on Linux (the
 // carrier then refuses construction); tests install the host-memory fake of
 // metal_fake_runtime.hpp, which is built only into the test targets (the
 // engine tests and the strideweave._testing extension), never into _core.

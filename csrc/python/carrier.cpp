@@ -62,8 +62,7 @@ int check_live(PyObject* c) {
 int check_range(PyObject* c, Py_ssize_t i) {
   Py_ssize_t n = carrier_size(c);
   if (n < 0) return -1;
-  // Negative indices are not wrapped: a slot index is a storage offset.
-  if (i < 0 || i >= n) {
+  if (!sw::slot_in_range(i, n)) {
     PyErr_Format(PyExc_IndexError, "carrier index %zd out of range for size %zd", i, n);
     return -1;
   }
@@ -406,6 +405,38 @@ PyTypeObject Carrier_Type = static_type("strideweave.Carrier", sizeof(CarrierObj
 // Python's thread ident: owner access is bound to it. An ident may be reused
 // by a new thread after its thread ends, so an owner must close its scopes
 // before its thread exits.
+PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable) {
+  PyObject* seq = PySequence_Fast(values, not_iterable);
+  if (seq && PyList_Check(seq)) Py_SETREF(seq, PyList_AsTuple(seq));
+  return seq;
+}
+
+Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out) {
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
+  if (!seq) return -1;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
+  if (engine_call([&] { out->resize(static_cast<size_t>(n) * item); }) < 0) return -1;
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (encode_slot(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
+  return n;
+}
+
+int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out) {
+  const char* name = sw::carrier_kind_name(kind);
+  if (!is_dtype(dtype)) {
+    PyErr_Format(PyExc_TypeError, "%s dtype must be a DType, not %.100s", name, type_name(dtype));
+    return -1;
+  }
+  if (!sw::supports_dtype(kind, dtype_code(dtype))) {
+    PyErr_Format(PyExc_ValueError, "%s does not support dtype %R; %s", name, dtype, sw::supported_dtypes_hint(kind));
+    return -1;
+  }
+  *out = dtype_code(dtype);
+  return 0;
+}
+
 uint64_t current_thread_id() { return static_cast<uint64_t>(PyThread_get_thread_ident()); }
 
 bool carrier_overrides(PyObject* self, const char* name) {

@@ -7,7 +7,9 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <vector>
 
+#include "carrier_kinds.hpp"
 #include "dtype.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
@@ -79,6 +81,17 @@ int64_t carrier_claim(PyObject* c);
 int carrier_relinquish(PyObject* c, int64_t token);
 int carrier_begin_access(PyObject* c, int64_t token);
 int carrier_end_access(PyObject* c, int64_t token);
+// values (an iterable) as a PySequence_Fast snapshot: a list is copied to a
+// tuple, since converting its items may run Python code (__index__,
+// __float__) that mutates it under the borrowed items. New ref or NULL
+// (TypeError not_iterable).
+PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable);
+// new_like() values encoded as native slots of code into out, every one
+// before any storage is touched. The slot count, or -1.
+Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out);
+// A built-in carrier's dtype argument: a DType that kind stores. TypeError
+// (not a DType) or ValueError (unsupported, with the kind's hint); 0 / -1.
+int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out);
 // For native carrier subclasses (cpu.cpp, evictable.cpp, ...): tp_alloc of
 // type with the base part initialised (version 0, unowned, live, constructed
 // mutable, vt set). The subclass then placement-constructs its own members.

@@ -27,37 +27,9 @@ namespace {
 CPUObject* as_cpu(PyObject* o) { return reinterpret_cast<CPUObject*>(o); }
 CPUObject* as_cpu(CarrierObject* o) { return reinterpret_cast<CPUObject*>(o); }
 
-bool supported(sw::DTypeCode c) {
-  return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
-}
-
-// dtype argument: a DType among the supported ones.
-int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "CPU dtype must be a DType, not %.100s", type_name(dtype));
-    return -1;
-  }
-  if (!supported(dtype_code(dtype))) {
-    PyErr_Format(PyExc_ValueError, "CPU does not support dtype %R; use DType.Float32, DType.Int32 or DType.Bool",
-                 dtype);
-    return -1;
-  }
-  *out = dtype_code(dtype);
-  return 0;
-}
-
 // Allocates storage for n slots into a fresh (size 0) CPU object.
 int cpu_storage(CPUObject* o, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
-  if (n < 0) {
-    PyErr_SetString(PyExc_ValueError, "CPU size must be non-negative");
-    return -1;
-  }
-  size_t item = static_cast<size_t>(sw::itemsize(dtype));
-  if (static_cast<size_t>(n) > (SIZE_MAX - sw::kStorageAlignment) / item) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  if (engine_call([&] { o->buffer.allocate(static_cast<size_t>(n) * item, !empty); }) < 0) return -1;
+  if (engine_call([&] { o->buffer.allocate(sw::host_storage_bytes(n, dtype), !empty); }) < 0) return -1;
   o->size = n;
   o->dtype = dtype;
   o->base.constructed_mutable = mutable_;
@@ -127,12 +99,8 @@ void vt_release(CarrierObject* c) {
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_cpu(c)->dtype;  // kept after release
-  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
+  if (dtype && carrier_parse_dtype(sw::CarrierKind::CPU, dtype, &code) < 0) return nullptr;
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref r = Ref::steal(cpu_make(Py_TYPE(c), n, code, mutable_, true));
@@ -149,7 +117,7 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
 
 PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
   sw::DTypeCode code = as_cpu(c)->dtype;
-  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  if (dtype && carrier_parse_dtype(sw::CarrierKind::CPU, dtype, &code) < 0) return nullptr;
   return cpu_make(Py_TYPE(c), n, code, mutable_, empty);
 }
 
@@ -194,7 +162,7 @@ int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   sw::DTypeCode code;
-  if (parse_dtype(dtype, &code) < 0) return -1;
+  if (carrier_parse_dtype(sw::CarrierKind::CPU, dtype, &code) < 0) return -1;
   return cpu_storage(o, n, code, mutable_ != 0, empty != 0);
 }
 
@@ -217,7 +185,7 @@ PyMethodDef CPU_methods[] = {
 PyTypeObject CPU_Type = static_type("strideweave.CPU", sizeof(CPUObject));
 
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
-  if (!supported(dtype)) {
+  if (!sw::supports_dtype(sw::CarrierKind::CPU, dtype)) {
     PyErr_SetString(PyExc_ValueError, "CPU supports only Float32, Int32 and Bool");
     return nullptr;
   }

@@ -47,6 +47,7 @@
 //     tier is claimed.
 #include <new>
 
+#include "evictable_state.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -54,33 +55,26 @@
 #include "move/move.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
+#include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
 
+namespace E = sw::evictable;
+
 struct EvictableObject {
   CarrierObject base;
   PyObject* primary;
   PyObject* secondary;
-  int64_t primary_token;
-  int64_t secondary_token;
-  bool evicted;
+  E::Residency state;  // residency, tokens held on the tiers, slots, dtype
 };
 
 namespace {
 
-// EvictableObject plus what only this file needs.
-struct EvictableImpl {
-  EvictableObject ev;
-  Py_ssize_t slots;      // the primary's size: what promote() allocates
-  sw::DTypeCode dtype;   // the tiers' common storage dtype
-  bool initialised;
-};
-
-EvictableImpl* impl(PyObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
-EvictableImpl* impl(CarrierObject* o) { return reinterpret_cast<EvictableImpl*>(o); }
 EvictableObject* as_ev(PyObject* o) { return reinterpret_cast<EvictableObject*>(o); }
+EvictableObject* as_ev(CarrierObject* o) { return reinterpret_cast<EvictableObject*>(o); }
+PyObject* tier_of(EvictableObject* o, E::Tier t) { return t == E::Tier::Primary ? o->primary : o->secondary; }
 
 int raise_evicted(PyObject* self) {
   PyErr_Format(PyExc_RuntimeError,
@@ -92,17 +86,18 @@ int raise_evicted(PyObject* self) {
 
 // Gives a tier back and releases it, reporting (not raising) a failure of a
 // Python release hook: this runs from release() and from deallocation.
-void drop_tier(PyObject* tier, int64_t* token) {
+void drop_tier(EvictableObject* o, E::Tier t) {
+  PyObject* tier = tier_of(o, t);
   if (!tier) return;
   ErrorGuard keep;
-  if (*token && carrier_relinquish(tier, *token) < 0) PyErr_WriteUnraisable(tier);
-  *token = 0;
+  const int64_t token = o->state.take_token(t);
+  if (token && carrier_relinquish(tier, token) < 0) PyErr_WriteUnraisable(tier);
   if (!carrier_is_owned(tier) && carrier_release(tier) < 0) PyErr_WriteUnraisable(tier);
 }
 
 void drop_tiers(EvictableObject* o) {
-  drop_tier(o->primary, &o->primary_token);
-  drop_tier(o->secondary, &o->secondary_token);
+  drop_tier(o, E::Tier::Primary);
+  drop_tier(o, E::Tier::Secondary);
 }
 
 // A Tensor over slots [0, n) of carrier in the canonical one-mode layout.
@@ -144,25 +139,25 @@ void unlock(PyObject* self, int64_t token) {
 // The tiers are gone only after a garbage-collector clear or before
 // __init__; methods then raise instead of touching them.
 int check_tiers(PyObject* self) {
-  EvictableImpl* e = impl(self);
-  if (e->initialised && e->ev.primary && e->ev.secondary) return 0;
+  EvictableObject* o = as_ev(self);
+  if (o->state.attached() && o->primary && o->secondary) return 0;
   PyErr_Format(PyExc_RuntimeError, "%s is not initialised", type_name(self));
   return -1;
 }
 
 // ------------------------------------------------------------------ vtable
 
-sw::DTypeCode vt_dtype_code(CarrierObject* o) { return impl(o)->dtype; }
+sw::DTypeCode vt_dtype_code(CarrierObject* o) { return as_ev(o)->state.dtype(); }
 
 Py_ssize_t vt_size(CarrierObject* c) {
-  EvictableObject* o = &impl(c)->ev;
-  PyObject* tier = o->evicted ? o->secondary : o->primary;
+  EvictableObject* o = as_ev(c);
+  PyObject* tier = tier_of(o, o->state.resident());
   return tier ? carrier_size(tier) : 0;
 }
 
 PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
-  EvictableObject* o = &impl(c)->ev;
-  if (o->evicted) {
+  EvictableObject* o = as_ev(c);
+  if (o->state.evicted()) {
     raise_evicted(reinterpret_cast<PyObject*>(c));
     return nullptr;
   }
@@ -171,8 +166,8 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
 
 // The base has checked the Evictable's own mutability and bumps its version.
 int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
-  EvictableObject* o = &impl(c)->ev;
-  if (o->evicted) return raise_evicted(reinterpret_cast<PyObject*>(c));
+  EvictableObject* o = as_ev(c);
+  if (o->state.evicted()) return raise_evicted(reinterpret_cast<PyObject*>(c));
   return carrier_set_unchecked(o->primary, i, v);
 }
 
@@ -181,7 +176,7 @@ void vt_release(CarrierObject* c) {
   // has already given its ownership back, so another thread must not be
   // able to write or move this carrier meanwhile.
   c->released = true;
-  drop_tiers(&impl(c)->ev);
+  drop_tiers(as_ev(c));
 }
 
 PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* secondary);
@@ -189,7 +184,7 @@ PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* second
 // Fresh tiers from the tiers' own hooks, then a fresh Evictable of the
 // receiver's exact class over them.
 PyObject* like(CarrierObject* c, PyObject* values, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
-  EvictableObject* o = &impl(c)->ev;
+  EvictableObject* o = as_ev(c);
   if (check_tiers(reinterpret_cast<PyObject*>(c)) < 0) return nullptr;
   PyObject* p = values ? carrier_new_like(o->primary, values, mutable_, dtype)
                        : carrier_allocate_like(o->primary, n, mutable_, dtype, empty);
@@ -232,24 +227,69 @@ const CarrierVTable evictable_vt = {
 
 // ------------------------------------------------------------ construction
 
-// One edge between the tiers: resolvable, pins matching, and registered
-// (not the elementwise fallback) when metal is set.
-int check_edge(PyTypeObject* src, PyTypeObject* dst, bool metal) {
-  PyObject* op = move_resolve_route(src, dst);
+// Raises the violation v of the construction rules. -1.
+int raise_violation(E::Violation v, PyObject* p, PyObject* s, PyObject* pd = nullptr, PyObject* sd = nullptr,
+                    Py_ssize_t slots = 0, Py_ssize_t sn = 0) {
+  PyObject* tier = v.tier == E::Tier::Primary ? p : s;
+  const char* role = E::role(v.tier);
+  switch (v.rule) {
+    case E::Rule::NotDistinct:
+      PyErr_SetString(PyExc_ValueError, "Evictable primary and secondary must be distinct carriers");
+      break;
+    case E::Rule::Released:
+      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is released", role, type_name(tier));
+      break;
+    case E::Rule::Owned:
+      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is already owned by another carrier or a pending move",
+                   role, type_name(tier));
+      break;
+    case E::Rule::DtypeMismatch:
+      PyErr_Format(PyExc_TypeError, "Evictable tiers must have identical dtype: primary is %R, secondary is %R", pd,
+                   sd);
+      break;
+    case E::Rule::DtypeNotSimple:
+      PyErr_Format(PyExc_TypeError, "Evictable tiers need a built-in simple dtype, not %R", pd);
+      break;
+    case E::Rule::SecondaryImmutable:
+      PyErr_Format(PyExc_RuntimeError, "Evictable secondary %s carrier must be mutable (eviction writes into it)",
+                   type_name(s));
+      break;
+    case E::Rule::PrimaryEmpty:
+      PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", type_name(p));
+      break;
+    case E::Rule::SecondaryTooSmall:
+      PyErr_Format(PyExc_ValueError,
+                   "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (a non-empty "
+                   "secondary is never grown; pass an empty secondary that can grow, or one of at least the "
+                   "primary's size)",
+                   type_name(s), sn, slots);
+      break;
+    case E::Rule::EdgeNotRegistered:
+    case E::Rule::Ok:
+      PyErr_SetString(PyExc_SystemError, "unexpected Evictable rule violation");
+      break;
+  }
+  return -1;
+}
+
+// One edge between the tiers: resolvable, pins matching, and allowed by the
+// edge rule.
+int check_edge(const E::Validator& rules, PyTypeObject* src, PyTypeObject* dst, bool metal) {
+  Ref op = Ref::steal(move_resolve_route(src, dst));
   if (!op) return -1;
-  int rc = move_check_pins(op, src, dst);
-  if (rc == 0 && metal && op == reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type)) {
+  if (move_check_pins(op.get(), src, dst) < 0) return -1;
+  if (rules.edge(metal, op.get() == reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type))) {
     PyErr_Format(PyExc_NotImplementedError,
                  "an Evictable with a Metal tier needs a registered move operation for every edge, and none is "
                  "registered for (%s, %s)",
                  type_name(src), type_name(dst));
-    rc = -1;
+    return -1;
   }
-  Py_DECREF(op);
-  return rc;
+  return 0;
 }
 
-// Every check of the constructor, in order, before anything is claimed.
+// Every check of the constructor, in the engine's order, each fact asked
+// for just before its rule. 0 / -1.
 int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, int* primary_mutable) {
   const char* role[2] = {"primary", "secondary"};
   PyObject* tier[2] = {p, s};
@@ -259,76 +299,41 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
       return -1;
     }
   }
-  if (p == s) {
-    PyErr_SetString(PyExc_ValueError, "Evictable primary and secondary must be distinct carriers");
-    return -1;
-  }
-  for (int k = 0; k < 2; ++k) {
-    if (carrier_is_released(tier[k])) {
-      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is released", role[k], type_name(tier[k]));
-      return -1;
-    }
-  }
-  for (int k = 0; k < 2; ++k) {
-    if (carrier_is_owned(tier[k])) {
-      PyErr_Format(PyExc_RuntimeError, "Evictable %s %s carrier is already owned by another carrier or a pending move",
-                   role[k], type_name(tier[k]));
-      return -1;
-    }
-  }
-  PyObject* pd = carrier_dtype(p);
+  E::Validator rules;
+  E::Violation v = rules.identity(p == s, {carrier_is_released(p) != 0, carrier_is_owned(p) != 0},
+                                  {carrier_is_released(s) != 0, carrier_is_owned(s) != 0});
+  if (v) return raise_violation(v, p, s);
+  Ref pd = Ref::steal(carrier_dtype(p));
   if (!pd) return -1;
-  PyObject* sd = carrier_dtype(s);
-  if (!sd) {
-    Py_DECREF(pd);
-    return -1;
-  }
-  int same = PyObject_RichCompareBool(pd, sd, Py_EQ);
-  if (same == 0)
-    PyErr_Format(PyExc_TypeError, "Evictable tiers must have identical dtype: primary is %R, secondary is %R", pd, sd);
-  else if (same > 0 && !dtype_singleton(dtype_code(pd))) {
-    PyErr_Format(PyExc_TypeError, "Evictable tiers need a built-in simple dtype, not %R", pd);
-    same = -1;
-  }
-  *dtype = dtype_code(pd);
-  Py_DECREF(pd);
-  Py_DECREF(sd);
-  if (same <= 0) return -1;
-  int m = carrier_is_mutable(s);
+  Ref sd = Ref::steal(carrier_dtype(s));
+  if (!sd) return -1;
+  const int same = PyObject_RichCompareBool(pd.get(), sd.get(), Py_EQ);
+  if (same < 0) return -1;
+  v = rules.dtypes(same != 0, dtype_singleton(dtype_code(pd.get())) != nullptr);
+  if (v) return raise_violation(v, p, s, pd.get(), sd.get());
+  *dtype = dtype_code(pd.get());
+  const int m = carrier_is_mutable(s);
   if (m < 0) return -1;
-  if (!m) {
-    PyErr_Format(PyExc_RuntimeError, "Evictable secondary %s carrier must be mutable (eviction writes into it)",
-                 type_name(s));
-    return -1;
-  }
+  if ((v = rules.secondary_mutable(m != 0))) return raise_violation(v, p, s);
   *primary_mutable = carrier_is_mutable(p);
   if (*primary_mutable < 0) return -1;
-  Py_ssize_t n = carrier_size(p);
+  const Py_ssize_t n = carrier_size(p);
   if (n < 0) return -1;
-  if (n == 0) {
-    PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", type_name(p));
-    return -1;
-  }
-  Py_ssize_t sn = carrier_size(s);
+  if ((v = rules.primary_size(n))) return raise_violation(v, p, s);
+  const Py_ssize_t sn = carrier_size(s);
   if (sn < 0) return -1;
-  if (sn != 0 && sn < n) {
-    PyErr_Format(PyExc_ValueError,
-                 "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (a non-empty "
-                 "secondary is never grown; pass an empty secondary that can grow, or one of at least the "
-                 "primary's size)",
-                 type_name(s), sn, n);
-    return -1;
-  }
+  if ((v = rules.secondary_size(sn))) return raise_violation(v, p, s, nullptr, nullptr, n, sn);
   const bool metal = PyObject_TypeCheck(p, &Metal_Type) || PyObject_TypeCheck(s, &Metal_Type);
-  if (check_edge(Py_TYPE(p), Py_TYPE(s), metal) < 0 || check_edge(Py_TYPE(s), Py_TYPE(p), metal) < 0) return -1;
-  *slots = n;
+  if (check_edge(rules, Py_TYPE(p), Py_TYPE(s), metal) < 0 || check_edge(rules, Py_TYPE(s), Py_TYPE(p), metal) < 0)
+    return -1;
+  *slots = rules.slots();
   return 0;
 }
 
 // Validates, then claims both tiers. 0 / -1 (nothing claimed on failure).
 int setup(PyObject* self, PyObject* p, PyObject* s) {
-  EvictableImpl* e = impl(self);
-  if (e->initialised || as_carrier(self)->released) {
+  EvictableObject* o = as_ev(self);
+  if (o->state.attached() || as_carrier(self)->released) {
     PyErr_SetString(PyExc_RuntimeError, "Evictable.__init__() cannot be called twice");
     return -1;
   }
@@ -344,30 +349,20 @@ int setup(PyObject* self, PyObject* p, PyObject* s) {
     carrier_relinquish(p, pt);
     return -1;
   }
-  e->ev.primary = Py_NewRef(p);
-  e->ev.secondary = Py_NewRef(s);
-  e->ev.primary_token = pt;
-  e->ev.secondary_token = st;
-  e->ev.evicted = false;
-  e->slots = slots;
-  e->dtype = dtype;
-  e->initialised = true;
-  e->ev.base.constructed_mutable = primary_mutable != 0;
+  o->primary = Py_NewRef(p);
+  o->secondary = Py_NewRef(s);
+  o->state.attach(pt, st, slots, dtype);
+  o->base.constructed_mutable = primary_mutable != 0;
   return 0;
 }
 
 PyObject* Evictable_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* self = carrier_alloc(type, &evictable_vt);
   if (!self) return nullptr;
-  EvictableImpl* e = impl(self);
-  e->ev.primary = nullptr;
-  e->ev.secondary = nullptr;
-  e->ev.primary_token = 0;
-  e->ev.secondary_token = 0;
-  e->ev.evicted = false;
-  e->slots = 0;
-  e->dtype = sw::DTypeCode::Float32;
-  e->initialised = false;
+  EvictableObject* o = as_ev(self);
+  o->primary = nullptr;
+  o->secondary = nullptr;
+  new (&o->state) E::Residency();
   return self;
 }
 
@@ -420,17 +415,18 @@ void Evictable_dealloc(PyObject* self) {
 // ------------------------------------------------------------ methods
 
 PyObject* Evictable_evict(PyObject* self, PyObject*) {
-  EvictableImpl* e = impl(self);
-  EvictableObject* o = &e->ev;
+  EvictableObject* o = as_ev(self);
   if (check_tiers(self) < 0) return nullptr;
   int64_t me;
   if (lock(self, "evict", &me) < 0) return nullptr;
-  if (o->evicted) {
+  if (o->state.evicted()) {
     unlock(self, me);
     Py_RETURN_NONE;
   }
-  PyObject* t = whole(o->primary, e->slots);
-  PyObject* r = t ? move_lowered(t, o->secondary, o->primary_token, o->secondary_token) : nullptr;
+  PyObject* t = whole(o->primary, o->state.slots());
+  PyObject* r = t ? move_lowered(t, o->secondary, o->state.token(E::Tier::Primary),
+                                 o->state.token(E::Tier::Secondary))
+                  : nullptr;
   Py_XDECREF(t);
   if (!r) {
     unlock(self, me);
@@ -439,51 +435,45 @@ PyObject* Evictable_evict(PyObject* self, PyObject*) {
   Py_DECREF(r);
   // The values are in the secondary: give the primary's storage up. A
   // failing release hook keeps it (claimed again), still promoted.
-  const int64_t pt = o->primary_token;
-  if (carrier_relinquish(o->primary, pt) < 0 || carrier_release(o->primary) < 0) {
+  if (carrier_relinquish(o->primary, o->state.token(E::Tier::Primary)) < 0 || carrier_release(o->primary) < 0) {
     {
       ErrorGuard keep;
-      if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary)) {
-        o->primary_token = carrier_claim(o->primary);
-        if (!o->primary_token) PyErr_Clear();
-      }
+      if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary))
+        o->state.reclaimed_primary(carrier_claim(o->primary));  // 0 (error cleared) when the claim failed
     }
     unlock(self, me);
     return nullptr;
   }
-  o->primary_token = 0;
-  o->evicted = true;
+  o->state.evicted_primary_released();
   unlock(self, me);
   Py_RETURN_NONE;
 }
 
 PyObject* Evictable_promote(PyObject* self, PyObject*) {
-  EvictableImpl* e = impl(self);
-  EvictableObject* o = &e->ev;
+  EvictableObject* o = as_ev(self);
   if (check_tiers(self) < 0) return nullptr;
   int64_t me;
   if (lock(self, "promote", &me) < 0) return nullptr;
-  if (!o->evicted) {
+  if (!o->state.evicted()) {
     unlock(self, me);
     Py_RETURN_NONE;
   }
   // Fresh primary storage of the exact class (mutable: the Evictable keeps
   // its own mutability; the tier is owned and never publicly writable).
-  PyObject* fresh = carrier_allocate_like(o->primary, e->slots, true, nullptr, true);
+  PyObject* fresh = carrier_allocate_like(o->primary, o->state.slots(), true, nullptr, true);
   int64_t ft = 0;
   PyObject *t = nullptr, *r = nullptr;
   if (!fresh) goto error;
   ft = carrier_claim(fresh);
   if (!ft) goto error;
-  t = whole(o->secondary, e->slots);
+  t = whole(o->secondary, o->state.slots());
   if (!t) goto error;
-  r = move_lowered(t, fresh, o->secondary_token, ft);
+  r = move_lowered(t, fresh, o->state.token(E::Tier::Secondary), ft);
   Py_DECREF(t);
   if (!r) goto error;
   Py_DECREF(r);
   Py_SETREF(o->primary, fresh);
-  o->primary_token = ft;
-  o->evicted = false;
+  o->state.promoted(ft);
   unlock(self, me);
   Py_RETURN_NONE;
 
@@ -498,7 +488,7 @@ error:
   return nullptr;
 }
 
-PyObject* Evictable_is_evicted(PyObject* self, PyObject*) { return PyBool_FromLong(as_ev(self)->evicted); }
+PyObject* Evictable_is_evicted(PyObject* self, PyObject*) { return PyBool_FromLong(as_ev(self)->state.evicted()); }
 
 PyObject* tier_or_none(PyObject* tier) { return tier ? Py_NewRef(tier) : Py_NewRef(Py_None); }
 PyObject* Evictable_get_primary(PyObject* self, void*) { return tier_or_none(as_ev(self)->primary); }
@@ -525,7 +515,7 @@ PyGetSetDef Evictable_getset[] = {
 
 }  // namespace
 
-PyTypeObject Evictable_Type = static_type("strideweave.Evictable", sizeof(EvictableImpl));
+PyTypeObject Evictable_Type = static_type("strideweave.Evictable", sizeof(EvictableObject));
 
 int evictable_module_init(PyObject* module) {
   Evictable_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;

@@ -30,7 +30,9 @@
 // Evictable tiers) call the route class's _copy, which runs the same three
 // steps synchronously.
 #include <cstddef>
+#include <vector>
 
+#include "carrier_registry.hpp"
 #include "extension/extension.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -59,38 +61,68 @@ bool is_carrier_class(PyObject* o) { return PyType_Check(o) && PyType_IsSubtype(
 using ext::field;
 using ext::g;
 using ext::observe;
+using Storage = sw::ext::Storage;
 
-// g.observed maps id(cls) -> (weak reference to cls, its own StorageProvider
-// or None). Observing a class must not keep it alive (a program creating
-// classes would grow without bound), so the entry is keyed by address and
-// the weak reference's callback drops it when the class dies, before the
-// address can be reused.
+// The registry's rules and tables (engine, keyed by type addresses). The
+// Python objects its handles point at stay alive here: g.definitions holds
+// each defined class and its StorageProvider, g.route_of each route class.
+sw::ext::Registry g_registry;
+
+bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
+
+// cls followed by its Python bases in MRO order, up to the first built-in.
+std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
+  std::vector<sw::ext::ClassKey> out;
+  PyObject* mro = cls->tp_mro;
+  for (Py_ssize_t k = 0; mro && k < PyTuple_GET_SIZE(mro); ++k) {
+    PyObject* c = PyTuple_GET_ITEM(mro, k);
+    if (!is_heap(as_type(c))) break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// g.observed maps id(cls) -> weak reference to cls. Observing a class must
+// not keep it alive (a program creating classes would grow without bound),
+// so the weak reference's callback forgets the class when it dies, before
+// its address can be reused.
 PyObject* forget_observed(PyObject* key, PyObject*) {
+  g_registry.forget(PyLong_AsVoidPtr(key));
+  if (PyErr_Occurred()) PyErr_Clear();
   if (g.observed && PyDict_DelItem(g.observed, key) < 0) PyErr_Clear();
   Py_RETURN_NONE;
 }
 
 PyMethodDef forget_observed_def = {"_forget_observed_class", forget_observed, METH_O, nullptr};
 
-// 1 with *value (borrowed: the StorageProvider or None), 0 when cls was not
-// observed, -1 with an exception.
-int observed_lookup(PyObject* cls, PyObject** value) {
-  Ref key = Ref::steal(PyLong_FromVoidPtr(cls));
-  if (!key) return -1;
-  PyObject* entry = PyDict_GetItemWithError(g.observed, key.get());
-  if (!entry) return PyErr_Occurred() ? -1 : 0;
-  *value = PyTuple_GET_ITEM(entry, 1);
-  return 1;
+int watch(sw::ext::ClassKey cls) {
+  PyObject* c = const_cast<PyObject*>(static_cast<const PyObject*>(cls));
+  Ref key = Ref::steal(PyLong_FromVoidPtr(c));
+  Ref callback = key ? Ref::steal(PyCFunction_New(&forget_observed_def, key.get())) : Ref();
+  Ref ref = callback ? Ref::steal(PyWeakref_NewRef(c, callback.get())) : Ref();
+  if (!ref) return -1;
+  return PyDict_SetItem(g.observed, key.get(), ref.get());
 }
 
-int observed_add(PyObject* cls, PyObject* value) {
-  Ref key = Ref::steal(PyLong_FromVoidPtr(cls));
-  Ref callback = key ? Ref::steal(PyCFunction_New(&forget_observed_def, key.get())) : Ref();
-  Ref ref = callback ? Ref::steal(PyWeakref_NewRef(cls, callback.get())) : Ref();
-  Ref entry = ref ? Ref::steal(PyTuple_Pack(2, ref.get(), value)) : Ref();
-  if (!entry) return -1;
-  return PyDict_SetItem(g.observed, key.get(), entry.get());
+// Observes cls and every Python base (sealing them); *storage is cls's own
+// storage or NULL when it is definition-free. 0 / -1.
+int observe_storage(PyTypeObject* cls, const Storage** storage) {
+  *storage = nullptr;
+  if (!is_heap(cls)) return 0;  // built-ins never have a definition
+  if (g_registry.lookup(cls, storage)) return 0;
+  std::vector<sw::ext::ClassKey> newly;
+  if (engine_call([&] { *storage = g_registry.observe(heap_mro(cls), &newly); }) < 0) return -1;
+  for (size_t i = 0; i < newly.size(); ++i) {
+    if (watch(newly[i]) < 0) {
+      // Unwatched classes must not stay observed: their death would go unseen.
+      for (size_t j = i; j < newly.size(); ++j) g_registry.forget(newly[j]);
+      return -1;
+    }
+  }
+  return 0;
 }
+
+const char* permits(const Storage* storage) { return sw::ext::fallback_stance(storage); }
 
 
 // The record classes, importing extension.py on first use if it has not
@@ -140,51 +172,12 @@ PyObject* mod_install_records(PyObject* module, PyObject* args, PyObject* kwargs
 
 PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.TransferRouteMoveOperation", sizeof(MoveOperationObject));
 
-bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
-
-// cls's own StorageProvider (new reference), NULL without an exception when
-// cls has no definition of its own. Does not observe.
-PyObject* own_storage(PyTypeObject* cls) {
-  PyObject* def = PyDict_GetItemWithError(g.definitions, as_obj(cls));
-  return def ? field(def, g.name.storage) : nullptr;
-}
-
-// The nearest Python base of cls (cls excluded) that has a definition, or
-// NULL (borrowed; no exception).
-PyTypeObject* defined_base(PyTypeObject* cls) {
-  PyObject* mro = cls->tp_mro;
-  for (Py_ssize_t k = 1; mro && k < PyTuple_GET_SIZE(mro); ++k) {
-    PyTypeObject* c = as_type(PyTuple_GET_ITEM(mro, k));
-    if (!is_heap(c)) break;
-    if (PyDict_GetItem(g.definitions, as_obj(c))) return c;
-  }
-  return nullptr;
-}
-
-bool permits_fallback(PyObject* storage) {
-  Ref f = Ref::steal(field(storage, g.name.elementwise_fallback));
-  if (!f) PyErr_Clear();  // a StorageProvider always has the field
-  return f.get() == Py_True;
-}
-
-// Whether ElementwiseMoveOperation may serve the exact pair: each class that
-// has a definition must set elementwise_fallback; a definition-free class
-// keeps its legacy contract, under which every unregistered pair falls back.
-bool fallback_permitted(PyObject* src_storage, PyObject* dst_storage) {
-  return (!src_storage || permits_fallback(src_storage)) && (!dst_storage || permits_fallback(dst_storage));
-}
-
-const char* permits(PyObject* storage) {
-  if (!storage) return "definition-free";
-  return permits_fallback(storage) ? "permits the elementwise fallback" : "does not permit the elementwise fallback";
-}
-
 // ------------------------------------------------------------ route hooks
 
 int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
   if (!is_heap(src) && !is_heap(dst)) return 0;
-  PyObject *ss, *ds;
-  if (observe(src, &ss) < 0 || observe(dst, &ds) < 0) return -1;
+  const Storage *ss, *ds;
+  if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
   PyTypeObject* defined = ss ? src : dst;
   PyErr_Format(PyExc_RuntimeError,
@@ -201,18 +194,14 @@ int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
 int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
   *op_class = nullptr;
   if (!is_heap(src) && !is_heap(dst)) return 0;  // built-in pairs: the legacy registry
-  PyObject *ss, *ds;
-  if (observe(src, &ss) < 0 || observe(dst, &ds) < 0) return -1;
+  const Storage *ss, *ds;
+  if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
-  Ref key = Ref::steal(PyTuple_Pack(2, as_obj(src), as_obj(dst)));
-  if (!key) return -1;
-  PyObject* op = PyDict_GetItemWithError(g.routes, key.get());
-  if (op) {
-    *op_class = Py_NewRef(op);
+  if (sw::ext::Handle op = g_registry.route(src, dst)) {
+    *op_class = Py_NewRef(const_cast<PyObject*>(static_cast<const PyObject*>(op)));
     return 1;
   }
-  if (PyErr_Occurred()) return -1;
-  if (fallback_permitted(ss, ds)) {
+  if (sw::ext::fallback_permitted(ss, ds)) {
     *op_class = Py_NewRef(as_obj(&ElementwiseMoveOperation_Type));
     return 1;
   }
@@ -270,7 +259,7 @@ Prepared run_prepare(PyObject* route, PyObject* tensor, PyObject* dest, PyObject
 // NotImplementedError for a declined route (Unsupported u) without a
 // permitted fallback.
 void raise_declined(PyObject* route, PyObject* u, PyTypeObject* src, PyTypeObject* dst, bool fallback_considered,
-                    PyObject* ss, PyObject* ds) {
+                    const Storage* ss, const Storage* ds) {
   Ref rid = Ref::steal(field(route, g.name.route_id));
   Ref reason = rid ? Ref::steal(field(u, g.name.reason)) : Ref();
   if (!reason) return;
@@ -301,9 +290,9 @@ int hook_prepare(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allo
   }
   PyTypeObject* src = Py_TYPE(as_tensor(tensor)->carrier);
   PyTypeObject* dst = Py_TYPE(dest);
-  PyObject *ss, *ds;
-  if (observe(src, &ss) < 0 || observe(dst, &ds) < 0) return -1;
-  if (allow_fallback && fallback_permitted(ss, ds)) return 2;
+  const Storage *ss, *ds;
+  if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
+  if (allow_fallback && sw::ext::fallback_permitted(ss, ds)) return 2;
   raise_declined(route.get(), r.get(), src, dst, allow_fallback, ss, ds);
   return -1;
 }
@@ -396,9 +385,9 @@ PyObject* RouteMove_copy(PyObject* self, PyObject* args) {
   Ref r = Ref::steal(out);
   if (p == Prepared::Declined) {
     PyTypeObject* src = Py_TYPE(as_tensor(tensor)->carrier);
-    PyObject *ss, *ds;
-    if (observe(src, &ss) < 0 || observe(Py_TYPE(dest), &ds) < 0) return nullptr;
-    if (!fallback_permitted(ss, ds)) {
+    const Storage *ss, *ds;
+    if (observe_storage(src, &ss) < 0 || observe_storage(Py_TYPE(dest), &ds) < 0) return nullptr;
+    if (!sw::ext::fallback_permitted(ss, ds)) {
       raise_declined(route.get(), r.get(), src, Py_TYPE(dest), true, ss, ds);
       return nullptr;
     }
@@ -462,25 +451,26 @@ int check_route_owner(PyObject* route, PyTypeObject* cls, PyObject** incoming_so
   Ref dst = src ? Ref::steal(field(route, g.name.destination_class)) : Ref();
   Ref rid = dst ? Ref::steal(field(route, g.name.route_id)) : Ref();
   if (!rid) return -1;
-  if (src.get() == as_obj(cls)) return 0;
-  if (dst.get() != as_obj(cls)) {
+  switch (g_registry.route_owner(cls, src.get(), dst.get())) {
+    case sw::ext::RouteOwner::Outgoing:
+      return 0;
+    case sw::ext::RouteOwner::Incoming:
+      *incoming_source = src.get();
+      return 0;
+    case sw::ext::RouteOwner::Foreign:
     PyErr_Format(PyExc_TypeError,
                  "TransferRoute %R has source_class %s and destination_class %s; every route of %s's definition "
                  "must have source_class %s (outgoing) or destination_class %s (incoming)",
-                 rid.get(), class_name(src.get()), class_name(dst.get()), tname(cls), tname(cls), tname(cls));
-    return -1;
-  }
-  int defined = PyDict_Contains(g.definitions, src.get());
-  if (defined < 0) return -1;
-  if (defined) {
-    PyErr_Format(PyExc_TypeError,
+                   rid.get(), class_name(src.get()), class_name(dst.get()), tname(cls), tname(cls), tname(cls));
+      return -1;
+    case sw::ext::RouteOwner::IncomingFromDefined:
+      PyErr_Format(PyExc_TypeError,
                  "incoming TransferRoute %R of %s has source_class %s, which is definition-backed; an incoming route "
                  "must come from a definition-free class (%s declares its own outgoing routes)",
-                 rid.get(), tname(cls), class_name(src.get()), class_name(src.get()));
-    return -1;
+                   rid.get(), tname(cls), class_name(src.get()), class_name(src.get()));
+      return -1;
   }
-  *incoming_source = src.get();
-  return 0;
+  return -1;
 }
 
 PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -523,26 +513,27 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     if (check_route_owner(PyTuple_GET_ITEM(routes.get(), i), cls, &source) < 0) return nullptr;
     if (source && PyList_Append(incoming.get(), source) < 0) return nullptr;
   }
-  int has = PyDict_Contains(g.definitions, cls_obj);
-  if (has < 0) return nullptr;
-  if (has) {
-    PyErr_Format(PyExc_TypeError, "%s already has a CarrierDefinition; a class is registered once", tname(cls));
-    return nullptr;
-  }
-  PyObject* ignored_value;
-  int seen = observed_lookup(cls_obj, &ignored_value);
-  if (seen < 0) return nullptr;
-  if (seen) {
-    PyErr_Format(PyExc_TypeError,
+  switch (g_registry.registration_problem(cls)) {
+    case sw::ext::RegistrationProblem::None:
+      break;
+    case sw::ext::RegistrationProblem::AlreadyDefined:
+      PyErr_Format(PyExc_TypeError, "%s already has a CarrierDefinition; a class is registered once", tname(cls));
+      return nullptr;
+    case sw::ext::RegistrationProblem::AlreadyObserved:
+      PyErr_Format(PyExc_TypeError,
                  "%s has already been observed (an instance was built, a move route resolved, or a legacy registry "
-                 "call named it); register its CarrierDefinition before first use",
-                 tname(cls));
-    return nullptr;
+                   "call named it); register its CarrierDefinition before first use",
+                   tname(cls));
+      return nullptr;
   }
-  // Build every route class and key first, so a failure registers nothing.
+  Ref storage = Ref::steal(field(def, g.name.storage));
+  Ref fallback = storage ? Ref::steal(field(storage.get(), g.name.elementwise_fallback)) : Ref();
+  if (!fallback) return nullptr;
+  // Build every route class first, so a failure registers nothing. The
+  // routes (held by the route classes' entries) keep their classes alive.
   Ref classes = Ref::steal(PyTuple_New(n));
-  Ref keys = classes ? Ref::steal(PyTuple_New(n)) : Ref();
-  if (!keys) return nullptr;
+  if (!classes) return nullptr;
+  std::vector<sw::ext::Route> table;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* r = PyTuple_GET_ITEM(routes.get(), i);
     PyObject* c = make_route_class(r);
@@ -550,9 +541,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     PyTuple_SET_ITEM(classes.get(), i, c);
     Ref src = Ref::steal(field(r, g.name.source_class));
     Ref dst = src ? Ref::steal(field(r, g.name.destination_class)) : Ref();
-    PyObject* key = dst ? PyTuple_Pack(2, src.get(), dst.get()) : nullptr;
-    if (!key) return nullptr;
-    PyTuple_SET_ITEM(keys.get(), i, key);
+    if (!dst || engine_call([&] { table.push_back({src.get(), dst.get(), c}); }) < 0) return nullptr;
   }
   // Seal the incoming routes' sources: they stay definition-free for good.
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(incoming.get()); ++i) {
@@ -560,19 +549,18 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     if (observe(as_type(PyList_GET_ITEM(incoming.get(), i)), &ignored) < 0) return nullptr;
   }
   bool ok = true;
-  for (Py_ssize_t i = 0; ok && i < n; ++i) {
-    PyObject* c = PyTuple_GET_ITEM(classes.get(), i);
-    ok = PyDict_SetItem(g.routes, PyTuple_GET_ITEM(keys.get(), i), c) == 0 &&
-         PyDict_SetItem(g.route_of, c, PyTuple_GET_ITEM(routes.get(), i)) == 0;
-  }
-  ok = ok && PyDict_SetItem(g.definitions, cls_obj, def) == 0;
+  for (Py_ssize_t i = 0; ok && i < n; ++i)
+    ok = PyDict_SetItem(g.route_of, PyTuple_GET_ITEM(classes.get(), i), PyTuple_GET_ITEM(routes.get(), i)) == 0;
+  ok = ok && PyDict_SetItem(g.definitions, cls_obj, storage.get()) == 0;
+  ok = ok && engine_call([&] {
+         g_registry.define(cls, Storage{storage.get(), fallback.get() == Py_True}, table);
+       }) == 0;
   if (!ok) {
     // Undo the partial registration (memory failure only).
     ErrorGuard keep;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      if (PyDict_DelItem(g.routes, PyTuple_GET_ITEM(keys.get(), i)) < 0) PyErr_Clear();
+    for (Py_ssize_t i = 0; i < n; ++i)
       if (PyDict_DelItem(g.route_of, PyTuple_GET_ITEM(classes.get(), i)) < 0) PyErr_Clear();
-    }
+    if (PyDict_DelItem(g.definitions, cls_obj) < 0) PyErr_Clear();
     return nullptr;
   }
   Py_RETURN_NONE;
@@ -601,31 +589,9 @@ PyMethodDef module_methods[] = {
 // Observes cls and every Python base (sealing them) and returns cls's own
 // StorageProvider (borrowed) or NULL when cls is definition-free. 0 / -1.
 int ext::observe(PyTypeObject* cls, PyObject** storage) {
-  *storage = nullptr;
-  if (!is_heap(cls)) return 0;  // built-ins never have a definition
-  PyObject* s = nullptr;
-  int found = observed_lookup(as_obj(cls), &s);
-  if (found < 0) return -1;
-  if (!found) {
-    PyObject* mro = cls->tp_mro;
-    for (Py_ssize_t k = 0; mro && k < PyTuple_GET_SIZE(mro); ++k) {
-      PyTypeObject* c = as_type(PyTuple_GET_ITEM(mro, k));
-      if (!is_heap(c)) break;
-      PyObject* ignored;
-      int has = observed_lookup(as_obj(c), &ignored);
-      if (has < 0) return -1;
-      if (has) continue;
-      Ref cs = Ref::steal(own_storage(c));
-      if (!cs && PyErr_Occurred()) return -1;
-      if (observed_add(as_obj(c), cs ? cs.get() : Py_None) < 0) return -1;
-    }
-    found = observed_lookup(as_obj(cls), &s);
-    if (found <= 0) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "carrier class observation failed");
-      return -1;
-    }
-  }
-  *storage = s == Py_None ? nullptr : s;
+  const Storage* s;
+  if (observe_storage(cls, &s) < 0) return -1;
+  *storage = s ? const_cast<PyObject*>(static_cast<const PyObject*>(s->provider)) : nullptr;
   return 0;
 }
 
@@ -637,7 +603,9 @@ int extension_observe_class(PyTypeObject* type) {
   if (observe(type, &s) < 0) return -1;
   if (s) return 1;
   // Definitions are exact-class: a subclass of a defined class needs its own.
-  if (PyTypeObject* base = defined_base(type)) {
+  std::vector<sw::ext::ClassKey> mro;
+  if (engine_call([&] { mro = heap_mro(type); }) < 0) return -1;
+  if (auto* base = static_cast<PyTypeObject*>(const_cast<void*>(g_registry.defined_base(mro)))) {
     PyErr_Format(PyExc_TypeError,
                  "%s has no CarrierDefinition of its own (its base %s has one); definitions are exact-class, so "
                  "register one for %s to build instances",
@@ -680,10 +648,9 @@ int extension_module_init(PyObject* module) {
   for (auto& n : names)
     if (!(*n.slot = PyUnicode_InternFromString(n.text))) return -1;
   g.definitions = PyDict_New();
-  g.routes = PyDict_New();
   g.route_of = PyDict_New();
   g.observed = PyDict_New();
-  if (!g.definitions || !g.routes || !g.route_of || !g.observed) return -1;
+  if (!g.definitions || !g.route_of || !g.observed) return -1;
   if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
   move_route_hooks.legacy_check = hook_legacy_check;
   move_route_hooks.resolve = hook_resolve;

@@ -6,15 +6,10 @@
 // release, on garbage collection and at exit: the atexit hook, in a forked
 // multiprocessing worker a multiprocessing finalizer (workers leave through
 // os._exit, past atexit), and the directory's C++ destructor as a last resort.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstring>
 #include <new>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <vector>
 
 #include "dtype_object.hpp"
@@ -23,7 +18,7 @@
 #include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
-#include "temp_directory.hpp"
+#include "file_store.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -33,32 +28,15 @@ namespace {
 FileBackedObject* as_fb(PyObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 FileBackedObject* as_fb(CarrierObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 
-// The per-process directory; its destructor sweeps what the exit hooks
-// could not (files created after they ran), in the owning process only.
-sw::TempDirectory g_dir;
-// Live (unreleased) FileBacked objects, for the exit hooks, with the pid of
-// the process that created each file.
-std::unordered_map<FileBackedObject*, pid_t> g_live;
-unsigned long long g_counter = 0;
-// The process whose exit the hooks already cover (atexit in the importing
-// process; a multiprocessing finalizer once registered in a forked child).
-pid_t g_exit_hooked_pid = 0;
+// Files, their per-process directory and the fork rule (engine). Its
+// directory's destructor sweeps what the exit hooks could not (files created
+// after they ran), in the owning process only.
+sw::FileStore g_store;
 
-bool supported(sw::DTypeCode c) {
-  return c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32;
-}
-
+// A dtype argument this kind stores. 0 / -1.
 int check_dtype(PyObject* dtype) {
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "FileBacked dtype must be a DType, not %.100s", type_name(dtype));
-    return -1;
-  }
-  if (!supported(dtype_code(dtype))) {
-    PyErr_Format(PyExc_ValueError,
-                 "FileBacked does not support dtype %R; use DType.Floating, DType.Float32 or DType.Int32", dtype);
-    return -1;
-  }
-  return 0;
+  sw::DTypeCode code;
+  return carrier_parse_dtype(sw::CarrierKind::FileBacked, dtype, &code);
 }
 
 int64_t item_bytes(FileBackedObject* o) { return sw::codec::slot_bytes(dtype_code(o->dtype)); }
@@ -74,11 +52,20 @@ int raise_os_error(int err, const std::string& path) {
   return -1;
 }
 
-// Call inside a catch block: system_error -> OSError naming path, anything
-// else through the house translator.
+// Thrown through the file store when a Python call it made (the base
+// directory) raised: the Python exception is already set.
+struct PythonRaised {};
+
+// Call inside a catch block: PathError -> OSError naming its path,
+// system_error -> OSError naming path, anything else through the house
+// translator.
 int raise_io_exception(const std::string& path) {
   try {
     throw;
+  } catch (const PythonRaised&) {
+    return -1;
+  } catch (const sw::PathError& e) {
+    return raise_os_error(e.code().value(), e.path());
   } catch (const std::system_error& e) {
     return raise_os_error(e.code().value(), path);
   } catch (...) {
@@ -117,18 +104,19 @@ int parse_filename(PyObject* filename, std::string* out) {
     }
     return -1;
   }
-  if (name.empty() || name == "." || name == "..") {
-    PyErr_Format(PyExc_ValueError, "invalid FileBacked filename %R", filename);
-    return -1;
+  switch (sw::check_file_name(name)) {
+    case sw::FileNameProblem::None:
+      *out = std::move(name);
+      return 0;
+    case sw::FileNameProblem::Invalid:
+      PyErr_Format(PyExc_ValueError, "invalid FileBacked filename %R", filename);
+      return -1;
+    case sw::FileNameProblem::HasDirectoryParts:
+      break;
   }
-  if (name.find('/') != std::string::npos) {
-    PyErr_Format(PyExc_ValueError,
-                 "FileBacked filename %R must not contain directory parts; pass the directory as directory=",
-                 filename);
-    return -1;
-  }
-  *out = std::move(name);
-  return 0;
+  PyErr_Format(PyExc_ValueError,
+               "FileBacked filename %R must not contain directory parts; pass the directory as directory=", filename);
+  return -1;
 }
 
 // Validates directory=: an existing directory. A missing one raises
@@ -136,23 +124,11 @@ int parse_filename(PyObject* filename, std::string* out) {
 int parse_directory(PyObject* directory, std::string* out) {
   std::string dir;
   if (fs_string(directory, "directory", &dir) < 0) return -1;
-  if (dir.empty()) {
-    PyErr_SetString(PyExc_ValueError, "FileBacked directory must not be empty");
-    return -1;
+  try {
+    *out = sw::resolve_directory(dir);
+  } catch (...) {
+    return raise_io_exception(dir);
   }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return raise_os_error(errno, dir);
-  if (!S_ISDIR(st.st_mode)) return raise_os_error(ENOTDIR, dir);
-  // Absolute, so a later chdir() cannot make release unlink another file.
-  if (dir[0] != '/') {
-    std::vector<char> cwd(4096);
-    while (!::getcwd(cwd.data(), cwd.size())) {
-      if (errno != ERANGE || cwd.size() > (1u << 20)) return raise_os_error(errno, dir);
-      cwd.resize(cwd.size() * 2);
-    }
-    dir = std::string(cwd.data()) + "/" + dir;
-  }
-  *out = std::move(dir);
   return 0;
 }
 
@@ -161,9 +137,7 @@ int parse_directory(PyObject* directory, std::string* out) {
 // Registered once per process, at its first file; best effort (a plain
 // os.fork() child that exits normally still runs the inherited atexit hook).
 void hook_child_exit() {
-  const pid_t pid = ::getpid();
-  if (g_exit_hooked_pid == pid) return;
-  g_exit_hooked_pid = pid;
+  if (!g_store.needs_exit_hook()) return;
   ErrorGuard keep;  // never fails the construction
   Ref name = Ref::steal(PyUnicode_FromString("multiprocessing.util"));
   if (!name) return;
@@ -176,26 +150,14 @@ void hook_child_exit() {
   Ref r = Ref::steal(PyObject_Call(finalize.get(), args.get(), kwargs.get()));
 }
 
-// The per-process directory, created (or re-created) under
-// tempfile.gettempdir() when needed. NULL with OSError set.
-const std::string* per_process_directory() {
-  if (g_dir.ready()) return &g_dir.path();
+// tempfile.gettempdir() as the file store's base directory; throws
+// PythonRaised with the exception set.
+std::string temp_base() {
   Ref tempfile = Ref::steal(PyImport_ImportModule("tempfile"));
-  if (!tempfile) return nullptr;
-  Ref base = Ref::steal(PyObject_CallMethod(tempfile.get(), "gettempdir", nullptr));
-  if (!base) return nullptr;
+  Ref base = tempfile ? Ref::steal(PyObject_CallMethod(tempfile.get(), "gettempdir", nullptr)) : Ref();
   std::string b;
-  if (fs_string(base.get(), "temporary directory", &b) < 0) return nullptr;
-  try {
-    return &g_dir.ensure(b);
-  } catch (...) {
-    raise_io_exception(b);
-    return nullptr;
-  }
-}
-
-std::string generated_name() {
-  return "sw-" + std::to_string(static_cast<long long>(::getpid())) + "-" + std::to_string(++g_counter) + ".bin";
+  if (!base || fs_string(base.get(), "temporary directory", &b) < 0) throw PythonRaised{};
+  return b;
 }
 
 // Creates the file of a fresh object (no file yet) under name (or a
@@ -204,32 +166,14 @@ std::string generated_name() {
 int fb_create(FileBackedObject* o, const std::string* name, const std::string* directory, PyObject* dtype,
               bool mutable_) {
   std::string path;
-  bool retried = false;
-  for (int attempt = 0;; ++attempt) {
-    const std::string* dir = directory ? directory : per_process_directory();
-    if (!dir) return -1;
-    path = *dir + "/" + (name ? *name : generated_name());
-    try {
-      o->file.create(path);
-      break;
-    } catch (const std::system_error& e) {
-      const int err = e.code().value();
-      // A generated name may collide with a user-chosen one: try the next.
-      if (!name && err == EEXIST && attempt < 1000) continue;
-      // The per-process directory vanished since it was checked: once more.
-      if (!directory && err == ENOENT && !retried) {
-        retried = true;
-        continue;
-      }
-      return raise_os_error(err, path);
-    } catch (...) {
-      return raise_engine_exception();
-    }
+  try {
+    path = g_store.create(o->file, o, name, directory, temp_base);
+  } catch (...) {
+    return raise_io_exception(std::string());
   }
   PyObject* p = PyUnicode_DecodeFSDefault(path.c_str());
-  if (!p || engine_call([&] { g_live[o] = ::getpid(); }) < 0) {
-    Py_XDECREF(p);
-    o->file.close_and_unlink();
+  if (!p) {
+    g_store.close(o->file);
     return -1;
   }
   Py_XSETREF(o->path, p);
@@ -241,26 +185,9 @@ int fb_create(FileBackedObject* o, const std::string* name, const std::string* d
   return 0;
 }
 
-// Closes o's file and forgets it. The file is removed only by the process
-// that created it: a forked child shares its parent's files and leaves them
-// in place on release, collection and exit.
-void fb_close(FileBackedObject* o) {
-  auto it = g_live.find(o);
-  if (it != g_live.end() && it->second != ::getpid())
-    o->file.close_keep_file();
-  else
-    o->file.close_and_unlink();
-  if (it != g_live.end()) g_live.erase(it);
-}
-
 int fb_resize(FileBackedObject* o, Py_ssize_t n) {
-  int64_t item = item_bytes(o);
-  if (n > INT64_MAX / item) {
-    PyErr_SetString(PyExc_OverflowError, "FileBacked size too large");
-    return -1;
-  }
   try {
-    o->file.resize(static_cast<int64_t>(n) * item);
+    o->file.resize(sw::file_slot_bytes(n, static_cast<int>(item_bytes(o))));
   } catch (...) {
     return raise_io_exception(o->file.path());
   }
@@ -293,8 +220,8 @@ PyObject* fb_make_like(FileBackedObject* c, Py_ssize_t n, PyObject* dtype, bool 
   if (!c->user_directory || !c->path) return fb_make(Py_TYPE(c), n, dtype, mutable_, nullptr);
   Ref bytes = Ref::steal(PyUnicode_EncodeFSDefault(c->path));
   if (!bytes) return nullptr;
-  std::string p(PyBytes_AS_STRING(bytes.get()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.get())));
-  const std::string dir = p.substr(0, p.rfind('/'));
+  const std::string dir = sw::parent_directory(
+      std::string(PyBytes_AS_STRING(bytes.get()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.get()))));
   return fb_make(Py_TYPE(c), n, dtype, mutable_, &dir);
 }
 
@@ -336,29 +263,17 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
 
 void vt_release(CarrierObject* c) {
   FileBackedObject* o = as_fb(c);
-  fb_close(o);
+  g_store.close(o->file);
   o->size = 0;
 }
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   if (!dtype) dtype = as_fb(c)->dtype;  // kept after release
   else if (check_dtype(dtype) < 0) return nullptr;
-  sw::DTypeCode code = dtype_code(dtype);
-  int64_t item = sw::codec::slot_bytes(code);
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
-  if (!seq) return nullptr;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   // Encode everything before touching the file system.
   std::vector<unsigned char> bytes;
-  if (engine_call([&] { bytes.resize(static_cast<size_t>(n) * static_cast<size_t>(item)); }) < 0) return nullptr;
-  PyObject** items = PySequence_Fast_ITEMS(seq.get());
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], bytes.data() + i * item) < 0) return nullptr;
-  seq.reset();
+  const Py_ssize_t n = carrier_encode_values(values, dtype_code(dtype), &bytes);
+  if (n < 0) return nullptr;
   Ref r = Ref::steal(fb_make_like(as_fb(c), 0, dtype, mutable_));
   if (!r) return nullptr;
   FileBackedObject* o = as_fb(r.get());
@@ -432,7 +347,7 @@ int FileBacked_init(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 void FileBacked_dealloc(PyObject* self) {
   FileBackedObject* o = as_fb(self);
-  fb_close(o);
+  g_store.close(o->file);
   o->file.~FileStorage();
   Py_CLEAR(o->path);
   Py_CLEAR(o->dtype);
@@ -456,17 +371,11 @@ PyGetSetDef FileBacked_getset[] = {
 // Exit hook (atexit; multiprocessing finalizer in a forked worker): remove
 // this process's live files and its directory. Idempotent.
 PyObject* cleanup(PyObject*, PyObject*) {
-  const pid_t pid = ::getpid();
-  for (auto& [o, owner] : g_live) {
-    if (owner == pid)
-      o->file.close_and_unlink();
-    else
-      o->file.close_keep_file();  // a forked child's copy of its parent's file
+  g_store.close_all([](void* owner) {
+    FileBackedObject* o = static_cast<FileBackedObject*>(owner);
     o->size = 0;
     o->base.released = true;  // later reads say "released", not EBADF
-  }
-  g_live.clear();
-  g_dir.remove();  // only when this process owns it
+  });
   Py_RETURN_NONE;
 }
 
@@ -475,9 +384,10 @@ PyObject* cleanup(PyObject*, PyObject*) {
 // the child is killed (Pool.terminate()) before its own cleanup. Errors are
 // ignored: the child then creates its directory under the base.
 PyObject* before_fork(PyObject*, PyObject*) {
-  if (!g_dir.ready()) {
-    ErrorGuard keep;
-    per_process_directory();
+  ErrorGuard keep;
+  try {
+    g_store.prepare_fork(temp_base);
+  } catch (...) {
   }
   Py_RETURN_NONE;
 }
@@ -495,7 +405,7 @@ int register_hooks() {
   if (!atexit) return -1;
   Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", module_state.file_cleanup));
   if (!r) return -1;
-  g_exit_hooked_pid = ::getpid();
+  g_store.mark_exit_hooked();
   Ref before = Ref::steal(PyCFunction_New(&before_fork_def, nullptr));
   Ref os = Ref::steal(PyImport_ImportModule("os"));
   if (!before || !os) return -1;

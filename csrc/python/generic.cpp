@@ -25,31 +25,15 @@ namespace {
 GenericObject* as_generic(PyObject* o) { return reinterpret_cast<GenericObject*>(o); }
 GenericObject* as_generic(CarrierObject* o) { return reinterpret_cast<GenericObject*>(o); }
 
-bool supported(sw::DTypeCode c) {
-  return c == sw::DTypeCode::Any || c == sw::DTypeCode::Floating || c == sw::DTypeCode::Float32 ||
-         c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
-}
-
+// A dtype argument this kind stores. 0 / -1.
 int check_dtype(PyObject* dtype) {
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "Generic dtype must be a DType, not %.100s", type_name(dtype));
-    return -1;
-  }
-  if (!supported(dtype_code(dtype))) {
-    PyErr_Format(PyExc_ValueError,
-                 "Generic does not support dtype %R; use DType.Any, Floating, Float32, Int32 or Bool", dtype);
-    return -1;
-  }
-  return 0;
+  sw::DTypeCode code;
+  return carrier_parse_dtype(sw::CarrierKind::Generic, dtype, &code);
 }
 
 // New list of values coerced to code.
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
-  Ref seq = Ref::steal(PySequence_Fast(values, "Generic values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
+  Ref seq = Ref::steal(carrier_values_snapshot(values, "Generic values must be iterable"));
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref list = Ref::steal(PyList_New(n));

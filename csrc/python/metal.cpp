@@ -2,28 +2,25 @@
 // registered exact-pair bulk move operations (CPU->Metal, Metal->CPU,
 // Metal->Metal).
 //
-// Every device step goes through the process runtime (csrc/engine/
-// metal_runtime.hpp). No runtime exists in a Linux build, so construction
-// raises RuntimeError("Metal requires macOS ..."), while the class, its
-// operations, their registry entries and the DLPack refusal (no dlpack_info
-// hook: the base's BufferError) exist everywhere. Tests install a fake
-// runtime from the separate strideweave._testing extension, through the
-// private capsule _core._metal_test_hooks (metal_test_hooks.hpp).
+// Device storage and every step sequence around it (allocation, slot
+// reads and writes, span copies, release) live in the engine
+// (metal_buffer.hpp, over metal_runtime.hpp); this file parses, runs those
+// steps with the GIL released and wraps the results. No runtime exists in a
+// Linux build, so construction raises RuntimeError("Metal requires macOS
+// ..."), while the class, its operations, their registry entries and the
+// DLPack refusal (no dlpack_info hook: the base's BufferError) exist
+// everywhere. Tests install a fake runtime from the separate
+// strideweave._testing extension, through the private capsule
+// _core._metal_test_hooks (metal_test_hooks.hpp).
 //
-// Ordering rules (spec: "Metal movement preserves the complete Tensor value
-// boundary"): a slot write enqueues a host->device copy and returns; a slot
-// read, every bulk _copy, and release synchronize, so host values are never
-// decoded, a move never reports completion, and a buffer is never freed
-// while work on it may be pending. A failed step raises RuntimeError before
-// anything is published, so the move leaves its source live and unchanged.
-#include <cstring>
+// A failed step raises RuntimeError before anything is published, so a move
+// leaves its source live and unchanged.
 #include <memory>
 #include <new>
 #include <optional>
-#include <string>
 #include <vector>
 
-#include "metal_runtime.hpp"
+#include "metal_buffer.hpp"
 #include "metal_test_hooks.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
@@ -46,10 +43,8 @@ namespace M = sw::metal;
 
 struct MetalObject {
   CarrierObject base;
-  std::shared_ptr<M::Runtime> rt;  // the runtime that owns buf
-  M::BufferId buf;
-  Py_ssize_t size;
-  sw::DTypeCode dtype;
+  M::Buffer buffer;     // keeps the runtime that owns it (set once constructed)
+  sw::DTypeCode dtype;  // kept after release
 };
 
 MetalObject* as_metal(PyObject* o) { return reinterpret_cast<MetalObject*>(o); }
@@ -59,25 +54,7 @@ bool is_metal(PyObject* o) { return PyObject_TypeCheck(o, &Metal_Type); }
 const char kNoRuntime[] =
     "Metal requires macOS with a Metal runtime; none is available in this process";
 
-bool supported(sw::DTypeCode c) {
-  return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Int32 || c == sw::DTypeCode::Bool;
-}
-
-size_t item_of(sw::DTypeCode c) { return static_cast<size_t>(sw::codec::slot_bytes(c)); }
-
-int parse_dtype(PyObject* dtype, sw::DTypeCode* out) {
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "Metal dtype must be a DType, not %.100s", type_name(dtype));
-    return -1;
-  }
-  if (!supported(dtype_code(dtype))) {
-    PyErr_Format(PyExc_ValueError, "Metal does not support dtype %R; use DType.Float32, DType.Int32 or DType.Bool",
-                 dtype);
-    return -1;
-  }
-  *out = dtype_code(dtype);
-  return 0;
-}
+int item_of(sw::DTypeCode c) { return sw::codec::slot_bytes(c); }
 
 std::shared_ptr<M::Runtime> require_runtime() {
   auto rt = M::current_runtime();
@@ -85,70 +62,38 @@ std::shared_ptr<M::Runtime> require_runtime() {
   return rt;
 }
 
-// Runs device steps with the GIL released (a synchronization may block for
-// as long as the device works). *step names the step in progress for the
-// message. 0 / -1 with RuntimeError ("Metal <step> failed: ...").
+// Runs engine device steps, with the GIL released unless told otherwise (a
+// synchronization may block for as long as the device works). 0 / -1 with
+// RuntimeError ("Metal <step> failed: ...") or the translated engine error.
 template <class F>
 int device(F&& f, bool release_gil = true) {
-  const char* step = "operation";
-  std::string err;
-  std::exception_ptr other;
-  bool failed = false;
+  std::exception_ptr err;
   {
     std::optional<GilRelease> nogil;
     if (release_gil) nogil.emplace();
     try {
-      f(step);
-    } catch (const M::DeviceError& e) {
-      failed = true;
-      err = e.what();
+      f();
     } catch (...) {
-      other = std::current_exception();  // translated once the GIL is back
+      err = std::current_exception();  // translated once the GIL is back
     }
   }
-  if (other) return raise_engine_exception(other);
-  if (failed) {
-    PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", step, err.c_str());
-    return -1;
-  }
-  return 0;
-}
-
-// Gives a buffer back after synchronizing (pending work may still use it).
-// A failed synchronization abandons that work, so the buffer is freed anyway.
-void free_buffer(const std::shared_ptr<M::Runtime>& rt, M::BufferId buf, bool release_gil) {
-  if (!rt || !buf) return;
-  std::optional<GilRelease> nogil;
-  if (release_gil) nogil.emplace();
+  if (!err) return 0;
   try {
-    rt->synchronize();
+    std::rethrow_exception(err);
+  } catch (const M::StepError& e) {
+    PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", e.step(), e.what());
+    return -1;
   } catch (...) {
+    return raise_engine_exception();
   }
-  rt->free(buf);
 }
 
-// Allocates storage for n slots into a fresh (size 0) Metal object.
+// Allocates storage for n slots into a fresh (empty) Metal object.
 int metal_storage(MetalObject* o, std::shared_ptr<M::Runtime> rt, Py_ssize_t n, sw::DTypeCode dtype,
                   bool mutable_, bool zero) {
-  if (n < 0) {
-    PyErr_SetString(PyExc_ValueError, "Metal size must be non-negative");
-    return -1;
-  }
-  const size_t item = item_of(dtype);
-  if (static_cast<size_t>(n) > SIZE_MAX / item) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  M::BufferId buf = 0;
-  if (n > 0 &&
-      device([&](const char*& step) {
-        step = "allocation";
-        buf = rt->allocate(static_cast<size_t>(n) * item, zero);
-      }) < 0)
-    return -1;
-  o->rt = std::move(rt);
-  o->buf = buf;
-  o->size = n;
+  M::Buffer fresh;
+  if (device([&] { fresh = M::Buffer::allocate(std::move(rt), n, item_of(dtype), zero); }) < 0) return -1;
+  o->buffer = std::move(fresh);
   o->dtype = dtype;
   o->base.constructed_mutable = mutable_;
   return 0;
@@ -174,22 +119,14 @@ PyObject* metal_make(PyTypeObject* type, Py_ssize_t n, sw::DTypeCode dtype, bool
 // ------------------------------------------------------------------ vtable
 
 sw::DTypeCode vt_dtype_code(CarrierObject* o) { return as_metal(o)->dtype; }
-Py_ssize_t vt_size(CarrierObject* o) { return as_metal(o)->size; }
+Py_ssize_t vt_size(CarrierObject* o) { return as_metal(o)->buffer.size(); }
 
 // A host read: copy the slot back and synchronize before decoding it.
 PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
   MetalObject* o = as_metal(c);
-  auto rt = o->rt;
-  const M::BufferId buf = o->buf;
-  const size_t item = item_of(o->dtype);
+  const M::BufferView view = o->buffer.view();  // a snapshot: the GIL is released
   unsigned char bytes[sw::codec::kMaxSlotBytes] = {};
-  if (device([&](const char*& step) {
-        step = "copy to host";
-        rt->copy_to_host(bytes, buf, static_cast<size_t>(i) * item, item);
-        step = "synchronization";
-        rt->synchronize();
-      }) < 0)
-    return nullptr;
+  if (device([&] { M::read_slot(view, i, bytes); }) < 0) return nullptr;
   return decode_slot(o->dtype, bytes);
 }
 
@@ -199,17 +136,11 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   unsigned char bytes[sw::codec::kMaxSlotBytes] = {};
   if (encode_slot(o->dtype, v, bytes) < 0) return -1;
   // Conversion may run Python code (__float__, __index__) that released us.
-  if (o->base.released || !o->rt || i >= o->size) {
+  if (o->base.released || !o->buffer.runtime() || i >= o->buffer.size()) {
     PyErr_SetString(PyExc_RuntimeError, "Metal carrier changed during the write");
     return -1;
   }
-  const size_t item = item_of(o->dtype);
-  return device(
-      [&](const char*& step) {
-        step = "copy to device";
-        o->rt->copy_to_device(o->buf, static_cast<size_t>(i) * item, bytes, item);
-      },
-      false);
+  return device([&] { M::write_slot(o->buffer.view(), i, bytes); }, false);
 }
 
 void vt_release(CarrierObject* c) {
@@ -218,43 +149,27 @@ void vt_release(CarrierObject* c) {
   // one waits (a move's commit has already given its ownership back, so
   // without the flag another move could claim the source meanwhile).
   o->base.released = true;
-  std::shared_ptr<M::Runtime> rt = std::move(o->rt);
-  const M::BufferId buf = o->buf;
-  o->buf = 0;
-  o->size = 0;
-  free_buffer(rt, buf, true);
+  M::Buffer detached = std::move(o->buffer);
+  GilRelease nogil;
+  detached.free();
 }
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
   sw::DTypeCode code = as_metal(c)->dtype;  // kept after release
-  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
-  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
-  if (!seq) return nullptr;
-  // Conversion may run Python code (__index__, __float__) that mutates a
-  // list under the borrowed items: walk an immutable snapshot instead.
-  if (PyList_Check(seq.get())) seq.reset(PyList_AsTuple(seq.get()));
-  if (!seq) return nullptr;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-  const size_t item = item_of(code);
+  if (dtype && carrier_parse_dtype(sw::CarrierKind::Metal, dtype, &code) < 0) return nullptr;
   std::vector<unsigned char> staged;
-  if (engine_call([&] { staged.resize(static_cast<size_t>(n) * item); }) < 0) return nullptr;
-  PyObject** items = PySequence_Fast_ITEMS(seq.get());
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], staged.data() + static_cast<size_t>(i) * item) < 0) return nullptr;
+  const Py_ssize_t n = carrier_encode_values(values, code, &staged);
+  if (n < 0) return nullptr;
   Ref r = Ref::steal(metal_make(Py_TYPE(c), n, code, mutable_, false));
   if (!r) return nullptr;
-  MetalObject* o = as_metal(r.get());
-  if (n > 0 && device([&](const char*& step) {
-        step = "copy to device";
-        o->rt->copy_to_device(o->buf, 0, staged.data(), staged.size());
-      }) < 0)
-    return nullptr;
+  const M::BufferView view = as_metal(r.get())->buffer.view();
+  if (device([&] { M::write_slots(view, staged.data(), n); }) < 0) return nullptr;
   return r.release();
 }
 
 PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
   sw::DTypeCode code = as_metal(c)->dtype;
-  if (dtype && parse_dtype(dtype, &code) < 0) return nullptr;
+  if (dtype && carrier_parse_dtype(sw::CarrierKind::Metal, dtype, &code) < 0) return nullptr;
   return metal_make(Py_TYPE(c), n, code, mutable_, !empty);
 }
 
@@ -262,8 +177,9 @@ PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObje
 // destination gets fresh device storage of layout.cosize.
 int vt_reserve(CarrierObject* c, Py_ssize_t n) {
   MetalObject* o = as_metal(c);
-  if (o->size != 0 || n == 0) return o->size >= n ? 1 : 0;
-  auto rt = o->rt ? o->rt : require_runtime();
+  const Py_ssize_t size = o->buffer.size();
+  if (size != 0 || n == 0) return size >= n ? 1 : 0;
+  auto rt = o->buffer.runtime() ? o->buffer.runtime() : require_runtime();
   if (!rt) return -1;
   const bool mutable_ = o->base.constructed_mutable;
   if (metal_storage(o, std::move(rt), n, o->dtype, mutable_, true) < 0) return -1;
@@ -281,9 +197,7 @@ PyObject* Metal_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* self = carrier_alloc(type, &metal_vt);
   if (!self) return nullptr;
   MetalObject* o = as_metal(self);
-  new (&o->rt) std::shared_ptr<M::Runtime>();
-  o->buf = 0;
-  o->size = 0;
+  new (&o->buffer) M::Buffer();
   o->dtype = sw::DTypeCode::Float32;
   return self;
 }
@@ -297,7 +211,7 @@ int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &empty))
     return -1;
   MetalObject* o = as_metal(self);
-  if (o->rt || o->base.released) {
+  if (o->buffer.runtime() || o->base.released) {
     PyErr_SetString(PyExc_RuntimeError, "Metal.__init__() cannot be called twice");
     return -1;
   }
@@ -305,15 +219,14 @@ int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto rt = require_runtime();
   if (!rt) return -1;
   sw::DTypeCode code;
-  if (parse_dtype(dtype, &code) < 0) return -1;
+  if (carrier_parse_dtype(sw::CarrierKind::Metal, dtype, &code) < 0) return -1;
   return metal_storage(o, std::move(rt), n, code, mutable_ != 0, empty == 0);
 }
 
 void Metal_dealloc(PyObject* self) {
   MetalObject* o = as_metal(self);
   // Dealloc may run at exit: keep the GIL rather than hand it over.
-  free_buffer(o->rt, o->buf, false);
-  o->rt.~shared_ptr();
+  o->buffer.~Buffer();
   carrier_dealloc(self);
 }
 
@@ -361,45 +274,21 @@ PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
   Ref dd = Ref::steal(carrier_dtype(dest));
   if (!dd) return nullptr;
   const sw::DTypeCode code = dtype_code(sd.get());
-  if (code != dtype_code(dd.get()) || !supported(code)) {
+  if (code != dtype_code(dd.get()) || !sw::supports_dtype(sw::CarrierKind::Metal, code)) {
     PyErr_Format(PyExc_TypeError, "%s needs one Metal dtype (Float32, Int32 or Bool) on both carriers", type_name(self));
     return nullptr;
   }
   const Py_ssize_t ssize = carrier_size(src), dsize = carrier_size(dest);
   if (ssize < 0 || dsize < 0) return nullptr;
-  if (count < 0 || s->offset < 0 || out->offset < 0 || s->offset + count > ssize || out->offset + count > dsize) {
-    PyErr_SetString(PyExc_ValueError, "_copy() element_count exceeds a carrier");
-    return nullptr;
-  }
-  if (count == 0) Py_RETURN_NONE;
-  const size_t item = item_of(code);
-  const size_t bytes = static_cast<size_t>(count) * item;
-  const size_t soff = static_cast<size_t>(s->offset) * item;
-  const size_t doff = static_cast<size_t>(out->offset) * item;
-  std::shared_ptr<M::Runtime> rt = sm ? as_metal(src)->rt : as_metal(dest)->rt;
-  if (sm && dm && as_metal(src)->rt != as_metal(dest)->rt) {
-    PyErr_SetString(PyExc_RuntimeError, "Metal carriers of different runtimes cannot copy to each other");
-    return nullptr;
-  }
-  const M::BufferId sbuf = sm ? as_metal(src)->buf : 0;
-  const M::BufferId dbuf = dm ? as_metal(dest)->buf : 0;
   // Both carriers are owned by the move for its duration, so the host
   // memory and buffers stay valid while the GIL is released.
-  if (device([&](const char*& step) {
-        if (sm && dm) {
-          step = "device copy";
-          rt->copy_device(dbuf, doff, sbuf, soff, bytes);
-        } else if (dm) {
-          step = "copy to device";
-          rt->copy_to_device(dbuf, doff, static_cast<const char*>(host_data) + soff, bytes);
-        } else {
-          step = "copy to host";
-          rt->copy_to_host(static_cast<char*>(host_data) + doff, sbuf, soff, bytes);
-        }
-        step = "synchronization";
-        rt->synchronize();
-      }) < 0)
-    return nullptr;
+  const M::BufferView sv = sm ? as_metal(src)->buffer.view() : M::BufferView{};
+  const M::BufferView dv = dm ? as_metal(dest)->buffer.view() : M::BufferView{};
+  const M::SpanEnd from =
+      sm ? M::SpanEnd::on_device(sv, ssize, s->offset) : M::SpanEnd::on_host(host_data, ssize, s->offset);
+  const M::SpanEnd to =
+      dm ? M::SpanEnd::on_device(dv, dsize, out->offset) : M::SpanEnd::on_host(host_data, dsize, out->offset);
+  if (device([&] { M::copy_span(from, to, count, item_of(code)); }) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -420,7 +309,7 @@ int hook_buffer_id(PyObject* obj, M::BufferId* out) {
     PyErr_Format(PyExc_TypeError, "buffer_id() expects a Metal carrier, not %.100s", type_name(obj));
     return -1;
   }
-  *out = as_metal(obj)->buf;
+  *out = as_metal(obj)->buffer.id();
   return 0;
 }
 

@@ -16,11 +16,11 @@ struct ExtensionState {
   PyObject* request_type = nullptr;
   PyObject* prepared_type = nullptr;
   PyObject* unsupported_type = nullptr;
-  // Registry.
-  PyObject* definitions = nullptr;  // cls -> CarrierDefinition
-  PyObject* routes = nullptr;       // (src cls, dst cls) -> route operation class
+  // What the registry's handles point at (its rules and tables are the
+  // engine's sw::ext::Registry, in extension.cpp).
+  PyObject* definitions = nullptr;  // cls -> its StorageProvider
   PyObject* route_of = nullptr;     // route operation class -> TransferRoute
-  PyObject* observed = nullptr;     // id(cls) -> (weakref(cls), own StorageProvider or None)
+  PyObject* observed = nullptr;     // id(cls) -> weakref(cls), forgetting it when cls dies
   // Interned attribute names of the records.
   struct {
     PyObject *supports_dtype, *physical_size, *allocate, *release, *read, *write, *elementwise_fallback;

@@ -2,6 +2,7 @@
 // CarrierDefinition gets, driving its slots through the StorageProvider's
 // callables, and its constructor Cls(slots, *, dtype, mutable=True).
 #include "extension/extension.hpp"
+#include "carrier_kinds.hpp"
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
 #include "extension/extension_api.hpp"
@@ -19,19 +20,13 @@ using ext::observe;
 const char* oname(PyObject* o) { return type_name(o); }
 const char* tname(PyTypeObject* t) { return type_name(t); }
 
-// One vtable per storage dtype: an instance's vt encodes its dtype.
-constexpr sw::DTypeCode kStorageCodes[] = {sw::DTypeCode::Any,     sw::DTypeCode::Floating, sw::DTypeCode::Float32,
-                                           sw::DTypeCode::Float64, sw::DTypeCode::Int32,    sw::DTypeCode::Bool};
-constexpr int kNumStorageCodes = sizeof(kStorageCodes) / sizeof(kStorageCodes[0]);
-extern const CarrierVTable kDefVT[kNumStorageCodes];
+// One vtable per storage dtype (sw::definition_storage_index): an
+// instance's vt encodes its dtype.
+extern const CarrierVTable kDefVT[sw::kDefinitionStorageCount];
 
-int code_index(sw::DTypeCode c) {
-  for (int i = 0; i < kNumStorageCodes; ++i)
-    if (kStorageCodes[i] == c) return i;
-  return -1;
+sw::DTypeCode vt_dtype_code(CarrierObject* o) {
+  return sw::definition_storage_code(static_cast<int>(o->vt - kDefVT));
 }
-
-sw::DTypeCode vt_dtype_code(CarrierObject* o) { return kStorageCodes[o->vt - kDefVT]; }
 
 PyObject* self_of(CarrierObject* o) { return reinterpret_cast<PyObject*>(o); }
 
@@ -170,7 +165,8 @@ int vt_reserve(CarrierObject* o, Py_ssize_t n) {
     vt_dtype_code, vt_size, vt_get, vt_set, vt_release, vt_new_like, vt_allocate_like, vt_reserve, nullptr, \
         nullptr                                                                                           \
   }
-const CarrierVTable kDefVT[kNumStorageCodes] = {SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT};
+static_assert(sw::kDefinitionStorageCount == 6, "one SW_DEF_VT per storage dtype");
+const CarrierVTable kDefVT[sw::kDefinitionStorageCount] = {SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT, SW_DEF_VT};
 #undef SW_DEF_VT
 
 }  // namespace
@@ -206,7 +202,7 @@ int extension_carrier_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_TypeError, "%s() dtype must be a DType, not %.100s", name, oname(dtype));
     return -1;
   }
-  const int idx = code_index(dtype_code(dtype));
+  const int idx = sw::definition_storage_index(dtype_code(dtype));
   if (idx < 0) {
     PyErr_Format(PyExc_ValueError, "%s() dtype %R cannot be a storage dtype", name, dtype);
     return -1;
