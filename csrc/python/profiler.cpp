@@ -40,8 +40,8 @@ const sw::profiling::KeyOps key_ops = [] {
   ops.retain = [](Key k) { Py_INCREF(object(k)); };
   ops.release = [](Key k) { Py_DECREF(object(k)); };
   ops.is_subclass = [](Key cls, Key base) {
-    return PyType_Check(object(cls)) &&
-           PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(object(cls)), reinterpret_cast<PyTypeObject*>(object(base)));
+    auto type = [](Key k) { return reinterpret_cast<PyTypeObject*>(object(k)); };
+    return PyType_Check(object(cls)) && PyType_IsSubtype(type(cls), type(base));
   };
   return ops;
 }();
