@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "executor.hpp"
 #include "movement/job_tracker.hpp"
 
 using sw::movement::DrainReport;
@@ -38,6 +39,32 @@ TEST(JobTracker, CancelUndoesBegin) {
   t.cancel(&a);
   EXPECT_EQ(t.in_flight(), 0u);
   EXPECT_FALSE(t.pending(&a));
+}
+
+TEST(JobTracker, LaunchRunsTheJobOnAWorker) {
+  JobTracker t;
+  sw::Completion ran;
+  std::thread::id worker;
+  t.launch(&a, true, [&] {
+    worker = std::this_thread::get_id();
+    t.untrack(&a);
+    t.end();
+    ran.set();
+  });
+  ASSERT_TRUE(ran.wait_for(std::chrono::seconds(10)));
+  EXPECT_NE(worker, std::this_thread::get_id());
+  EXPECT_EQ(t.in_flight(), 0u);
+  EXPECT_FALSE(t.pending(&a));
+}
+
+TEST(JobTracker, LaunchAfterShutdownRunsNothing) {
+  JobTracker t;
+  t.drain(0.0, [] { return true; });
+  bool ran = false;
+  EXPECT_THROW(t.launch(&a, true, [&] { ran = true; }), std::runtime_error);
+  EXPECT_EQ(t.in_flight(), 0u);
+  EXPECT_FALSE(t.pending(&a));
+  EXPECT_FALSE(ran);
 }
 
 TEST(JobTracker, RefusesJobsOnceShutdownBegan) {

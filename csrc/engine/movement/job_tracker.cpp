@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "clock.hpp"
+#include "executor.hpp"
 
 namespace sw::movement {
 
@@ -45,6 +47,16 @@ void JobTracker::untrack(JobHandle job) noexcept { pending_.erase(job); }
 void JobTracker::cancel(JobHandle job) noexcept {
   untrack(job);
   end();
+}
+
+void JobTracker::launch(JobHandle job, bool tracked, std::function<void()> work) {
+  begin(job, tracked);
+  try {
+    submit(std::move(work));
+  } catch (...) {
+    cancel(job);
+    throw std::runtime_error("cannot start a move worker thread");
+  }
 }
 
 DrainReport JobTracker::drain(double limit_s, const std::function<bool()>& keep_waiting) {

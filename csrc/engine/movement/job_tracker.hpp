@@ -44,6 +44,10 @@ class JobTracker {
   void untrack(JobHandle job) noexcept;
   // Undoes begin() for a job whose worker could not be started.
   void cancel(JobHandle job) noexcept;
+  // begin(), then runs work on a pool worker (sw::submit). When no worker
+  // can be started, begin() is undone and std::runtime_error ("cannot start
+  // a move worker thread") thrown: the job is still the caller's.
+  void launch(JobHandle job, bool tracked, std::function<void()> work);
   // The job's worker is done with it (after its commit).
   void end() noexcept { in_flight_.fetch_sub(1); }
   // Several lane-committed jobs at once (the lane gave up on them).

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "carrier_object.hpp"
-#include "executor.hpp"
 #include "move/internal.hpp"
 #include "movement/commit_lane.hpp"
 #include "movement/job_tracker.hpp"
@@ -61,20 +60,10 @@ bool commits_in_lane(const MoveJob* j) {
 }
 
 int start_native_worker(MoveJob* j) {
-  CommitLane* lane = nullptr;
-  if (engine_call([&lane, j] {
-        lane = &sw::movement::commit_lane();
-        job_tracker().begin(j, false);
-      }) < 0)
-    return -1;
-  try {
-    sw::submit([j, lane] { run_native(j, lane); });
-  } catch (...) {
-    job_tracker().cancel(j);
-    PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
-    return -1;
-  }
-  return 0;
+  return engine_call([j] {
+    CommitLane* lane = &sw::movement::commit_lane();
+    job_tracker().launch(j, false, [j, lane] { run_native(j, lane); });
+  });
 }
 
 }  // namespace swpy::move_internal

@@ -301,15 +301,7 @@ int refuse_after_shutdown() {
 }
 
 int start_worker(MoveJob* j) {
-  if (engine_call([j] { job_tracker().begin(j, true); }) < 0) return -1;
-  try {
-    sw::submit([j] { run_job(j); });
-  } catch (...) {
-    job_tracker().cancel(j);
-    PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
-    return -1;
-  }
-  return 0;
+  return engine_call([j] { job_tracker().launch(j, true, [j] { run_job(j); }); });
 }
 
 int job_init(PyObject* module) {
