@@ -2,9 +2,10 @@
 //   api.cpp         move / move_async: validation in the spec's order and
 //                   submission (move_async_impl and its steps)
 //   job.cpp         MoveJob: the worker side, the terminal commit, the
-//                   provider scope, in-flight counting (exit drain, fork)
-//   routes.cpp      legacy registry, pins, route resolution,
-//                   registered_move_operation
+//                   provider scope, the exit drain and fork reset (their
+//                   bookkeeping: sw::movement::JobTracker)
+//   routes.cpp      legacy registry (sw::movement::RouteTable), pins,
+//                   route resolution, registered_move_operation
 //   operations.cpp  the MoveOperation type family, built-in _copy methods,
 //                   MoveOperation.backward
 //   copy.cpp        copy planning as the binding sees it: describe both
@@ -13,6 +14,9 @@
 //   lowered.cpp     move_lowered (Evictable residency)
 //   commit_lane.cpp native copies between built-in carriers: copied on a
 //                   worker, committed in batches by one GIL holder
+//                   (sw::movement::CommitLane)
+// What decides capacity and where a transfer runs is the engine's
+// (movement/submit_policy.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
