@@ -128,9 +128,10 @@ int start_worker(MoveJob* j);
 // RuntimeError once interpreter shutdown has begun (the exit drain runs):
 // no new move starts then. 0 / -1.
 int refuse_after_shutdown();
-// True on a move worker running that move's _copy when c is one of its two
-// carriers, still owned by the move: nobody else can release it meanwhile.
-bool owned_by_running_move(PyObject* c);
+// On a move worker running that move's _copy: the move's ownership token
+// of c when c is one of its two carriers, else 0 (see
+// sw::movement::copy_access).
+int64_t running_move_token(PyObject* c);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
 // succeeded; otherwise its exception is set. Consumes j.
 void commit(MoveJob* j, bool ok);

@@ -288,12 +288,12 @@ int plan_copy(MoveJob* j) {
   return 0;
 }
 
-bool owned_by_running_move(PyObject* c) {
+int64_t running_move_token(PyObject* c) {
   const MoveJob* j = static_cast<const MoveJob*>(RunningJob::current());
-  if (!j) return false;
-  const int64_t token = as_carrier(c)->ownership.token();
-  return token != 0 && ((c == j->source.get() && token == j->src_token) ||
-                        (c == j->dest.get() && token == j->dst_token));
+  if (!j) return 0;
+  if (c == j->source.get()) return j->src_token;
+  if (c == j->dest.get()) return j->dst_token;
+  return 0;
 }
 
 int refuse_after_shutdown() {
