@@ -15,6 +15,7 @@
 #include "util/scopes.hpp"
 #include "clock.hpp"
 #include "executor.hpp"
+#include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -87,27 +88,19 @@ PyObject* raise_recorded(AwaitObject* a) {
 // released while blocked; the main thread wakes every 100 ms to run signal
 // handlers so Ctrl-C interrupts a long wait. 1 done, 0 timed out, -1 error.
 int block(AwaitObject* a, int64_t deadline_ns) {
-  const auto slice = std::chrono::milliseconds(100);
-  if (a->completion->done()) return 1;
-  // On a move worker (a _copy hook waiting on a nested move) this lets the
-  // pool start a worker for the work we wait on, past its cap if need be.
-  sw::BlockingScope blocking;
-  for (;;) {
-    if (a->completion->done()) return 1;
-    std::chrono::nanoseconds step = slice;
-    if (deadline_ns >= 0) {
-      int64_t left = deadline_ns - sw::now_ns();
-      if (left <= 0) return 0;
-      if (std::chrono::nanoseconds(left) < step) step = std::chrono::nanoseconds(left);
-    }
-    bool done;
-    {
-      GilRelease unlocked;
-      done = a->completion->wait_for(step);
-    }
-    if (done) return 1;
-    if (PyErr_CheckSignals() < 0) return -1;
-  }
+  using sw::movement::WaitOutcome;
+  WaitOutcome outcome = WaitOutcome::Done;
+  const int r = engine_call([a, deadline_ns, &outcome] {
+    outcome = sw::movement::wait_in_slices(
+        *a->completion, deadline_ns, std::chrono::milliseconds(100),
+        [a](std::chrono::nanoseconds step) {
+          GilRelease unlocked;
+          return a->completion->wait_for(step);
+        },
+        [] { return PyErr_CheckSignals() >= 0; });
+  });
+  if (r < 0 || outcome == WaitOutcome::Interrupted) return -1;
+  return outcome == WaitOutcome::Done ? 1 : 0;
 }
 
 PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -120,13 +113,10 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
       PyErr_SetString(PyExc_TypeError, "timeout must be a number or None, not bool");
       return nullptr;
     }
-    double secs = PyFloat_AsDouble(timeout);
+    const double secs = PyFloat_AsDouble(timeout);
     if (secs == -1.0 && PyErr_Occurred()) return nullptr;
-    if (!(secs >= 0.0)) {
-      PyErr_SetString(PyExc_ValueError, "timeout must be a non-negative number or None");
+    if (engine_call([&deadline, secs] { deadline = sw::movement::timeout_deadline(sw::now_ns(), secs); }) < 0)
       return nullptr;
-    }
-    deadline = sw::now_ns() + static_cast<int64_t>(secs > 1e9 ? 1e18 : secs * 1e9);
   }
   AwaitObject* a = as_await(self);
   Py_INCREF(self);  // keep the completion alive across the unlocked wait

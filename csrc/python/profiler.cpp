@@ -1,51 +1,73 @@
 // Profiling sessions: the native side of strideweave.profile. A session
-// collects raw events; strideweave/_profiler.py turns them into frozen
-// ProfilerEvent records, aggregates and renders them.
-#include <string>
+// object wraps the engine's event store (sw::profiling::EventStore: events,
+// ids, lifecycle, carrier filter, open-event stacks) and pins the classes and
+// shapes its events name; strideweave/_profiler.py turns the raw events into
+// frozen ProfilerEvent records, aggregates and renders them.
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "carrier_object.hpp"
 #include "profiler_api.hpp"
 #include "module.hpp"
 #include "util/errors.hpp"
+#include "util/ref.hpp"
 #include "clock.hpp"
+#include "profiling/event_store.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
 
 namespace {
 
-struct RawEvent {
-  int64_t id;
-  int64_t parent_id;
-  std::string name;
-  PyObject* carrier_type;         // strong or NULL
-  PyObject* implementation_type;  // strong or NULL
-  PyObject* input_shapes;         // strong or NULL
-  int64_t start_ns;
-  int64_t duration_ns;
-  uint64_t thread_id;
-  bool succeeded;
-};
+using sw::profiling::EventStore;
+using sw::profiling::Key;
 
 struct SessionObject {
   PyObject_HEAD
-  std::vector<RawEvent>* events;
-  PyObject* carriers;  // tuple of classes or NULL (all)
-  int64_t next_id;
-  bool record_shapes;
-  int state;  // 0 new, 1 active, 2 finished
+  EventStore* store;
 };
 
 SessionObject* as_session(PyObject* o) { return reinterpret_cast<SessionObject*>(o); }
+EventStore& store_of(PyObject* session) { return *as_session(session)->store; }
 
-// This thread's active session and its stack of open operation events. The
-// slot holds a strong reference: a profile entered and then dropped without
-// exit (possibly on another thread) must not leave a dangling pointer here.
+Key key(PyObject* o) { return reinterpret_cast<Key>(o); }
+PyObject* object(Key k) { return reinterpret_cast<PyObject*>(k); }
+
+// The store pins what it keeps (every call holds the GIL).
+const sw::profiling::KeyOps key_ops = [] {
+  sw::profiling::KeyOps ops;
+  ops.retain = [](Key k) { Py_INCREF(object(k)); };
+  ops.release = [](Key k) { Py_DECREF(object(k)); };
+  ops.is_subclass = [](Key cls, Key base) {
+    auto type = [](Key k) { return reinterpret_cast<PyTypeObject*>(object(k)); };
+    return PyType_Check(object(cls)) && PyType_IsSubtype(type(cls), type(base));
+  };
+  return ops;
+}();
+
+// This thread's active session. The slot holds a strong reference: a
+// profile entered and then dropped without exit (possibly on another
+// thread) must not leave a dangling pointer here.
 thread_local PyObject* tls_session = nullptr;
-thread_local std::vector<std::pair<PyObject*, int64_t>> tls_stack;
 
 PyTypeObject Session_Type = static_type("strideweave._core._ProfileSession", sizeof(SessionObject));
+
+// The carriers= argument as filter classes; 0 / -1.
+int parse_filter(PyObject* carriers, std::vector<Key>* filter) {
+  Ref seq = Ref::steal(PyType_Check(carriers) ? PyTuple_Pack(1, carriers) : PySequence_Tuple(carriers));
+  if (!seq) return -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.get()); ++i) {
+    PyObject* c = PyTuple_GET_ITEM(seq.get(), i);
+    if (!PyType_Check(c) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(c), &Carrier_Type)) {
+      PyErr_SetString(PyExc_TypeError, "carriers must be Carrier classes (or None for all)");
+      return -1;
+    }
+  }
+  return engine_call([&] {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.get()); ++i) filter->push_back(key(PyTuple_GET_ITEM(seq.get(), i)));
+  });
+}
 
 PyObject* Session_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"carriers", "record_shapes", nullptr};
@@ -54,63 +76,25 @@ PyObject* Session_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$Op:_ProfileSession", const_cast<char**>(kwlist), &carriers,
                                    &record_shapes))
     return nullptr;
-  PyObject* filter = nullptr;
-  if (carriers != Py_None) {
-    if (PyType_Check(carriers)) {
-      filter = PyTuple_Pack(1, carriers);
-    } else {
-      filter = PySequence_Tuple(carriers);
-    }
-    if (!filter) return nullptr;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(filter); ++i) {
-      PyObject* c = PyTuple_GET_ITEM(filter, i);
-      if (!PyType_Check(c) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(c), &Carrier_Type)) {
-        Py_DECREF(filter);
-        PyErr_SetString(PyExc_TypeError, "carriers must be Carrier classes (or None for all)");
-        return nullptr;
-      }
-    }
-  }
-  PyObject* self = type->tp_alloc(type, 0);
-  if (!self) {
-    Py_XDECREF(filter);
+  std::vector<Key> filter;
+  if (carriers != Py_None && parse_filter(carriers, &filter) < 0) return nullptr;
+  Ref self = Ref::steal(type->tp_alloc(type, 0));
+  if (!self) return nullptr;
+  if (engine_call([&] {
+        as_session(self.get())->store = new EventStore(key_ops, std::move(filter), carriers != Py_None,
+                                                       record_shapes != 0);
+      }) < 0)
     return nullptr;
-  }
-  SessionObject* s = as_session(self);
-  s->events = new std::vector<RawEvent>();
-  s->carriers = filter;
-  s->next_id = 1;
-  s->record_shapes = record_shapes != 0;
-  s->state = 0;
-  return self;
-}
-
-void clear_events(SessionObject* s) {
-  if (!s->events) return;
-  for (auto& e : *s->events) {
-    Py_CLEAR(e.carrier_type);
-    Py_CLEAR(e.implementation_type);
-    Py_CLEAR(e.input_shapes);
-  }
-  s->events->clear();
+  return self.release();
 }
 
 int Session_traverse(PyObject* self, visitproc visit, void* arg) {
-  SessionObject* s = as_session(self);
-  Py_VISIT(s->carriers);
-  if (s->events)
-    for (auto& e : *s->events) {
-      Py_VISIT(e.carrier_type);
-      Py_VISIT(e.implementation_type);
-      Py_VISIT(e.input_shapes);
-    }
-  return 0;
+  EventStore* store = as_session(self)->store;
+  return store ? store->visit_keys([&](Key k) { return visit(object(k), arg); }) : 0;
 }
 
 int Session_clear(PyObject* self) {
-  SessionObject* s = as_session(self);
-  Py_CLEAR(s->carriers);
-  clear_events(s);
+  if (EventStore* store = as_session(self)->store) store->clear();
   return 0;
 }
 
@@ -119,8 +103,8 @@ int Session_clear(PyObject* self) {
 // was abandoned without exit, so nobody can read its events or end it any
 // more. Borrowed; NULL when none.
 PyObject* tls_live_session() {
-  if (tls_session && (as_session(tls_session)->state != 1 || Py_REFCNT(tls_session) == 1)) {
-    as_session(tls_session)->state = 2;
+  if (tls_session && (!store_of(tls_session).active() || Py_REFCNT(tls_session) == 1)) {
+    store_of(tls_session).finish();
     Py_CLEAR(tls_session);
   }
   return tls_session;
@@ -128,69 +112,57 @@ PyObject* tls_live_session() {
 
 void Session_dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);
-  Session_clear(self);
-  delete as_session(self)->events;
+  EventStore* store = as_session(self)->store;
+  as_session(self)->store = nullptr;
+  delete store;  // releases its pins
   Py_TYPE(self)->tp_free(self);
 }
 
 PyObject* Session_enter(PyObject* self, PyObject*) {
-  SessionObject* s = as_session(self);
-  if (s->state != 0) {
-    PyErr_SetString(PyExc_RuntimeError, "a profile context is single-use and was already entered");
-    return nullptr;
-  }
-  if (tls_live_session()) {
+  EventStore& store = store_of(self);
+  // A used session is refused for that first (enter() raises), a new one
+  // while this thread has another.
+  if (store.state() == sw::profiling::SessionState::New && tls_live_session()) {
     PyErr_SetString(PyExc_RuntimeError, "another profile context is already active on this thread");
     return nullptr;
   }
-  s->state = 1;
+  if (engine_call([&store] { store.enter(); }) < 0) return nullptr;
   tls_session = Py_NewRef(self);
   Py_RETURN_NONE;
 }
 
 PyObject* Session_exit(PyObject* self, PyObject*) {
-  SessionObject* s = as_session(self);
-  if (s->state == 1) s->state = 2;
+  store_of(self).exit();
   if (tls_session == self) Py_CLEAR(tls_session);
   Py_RETURN_NONE;
 }
 
-PyObject* none_or(PyObject* o) { return o ? Py_NewRef(o) : Py_NewRef(Py_None); }
+PyObject* none_or(Key k) { return Py_NewRef(k ? object(k) : Py_None); }
 
 // Raw events as tuples: (id, parent_id, name, carrier_type,
 // implementation_type, input_shapes, start_ns, duration_ns, thread_id,
 // succeeded).
 PyObject* Session_events(PyObject* self, PyObject*) {
-  SessionObject* s = as_session(self);
-  PyObject* out = PyList_New(0);
+  const EventStore& store = store_of(self);
+  Ref out = Ref::steal(PyList_New(0));
   if (!out) return nullptr;
   // Index and copy each event: an allocation below can run the collector,
   // whose finalizers may record events and reallocate the store.
-  const size_t n = s->events->size();
-  for (size_t i = 0; i < n && i < s->events->size(); ++i) {
-    RawEvent e;
-    try {
-      e = (*s->events)[i];  // its objects stay owned by the store
-    } catch (const std::bad_alloc&) {
-      Py_DECREF(out);
-      return PyErr_NoMemory();
-    }
-    PyObject* t = Py_BuildValue("(LLsNNNLLKO)", static_cast<long long>(e.id), static_cast<long long>(e.parent_id),
-                                e.name.c_str(), none_or(e.carrier_type), none_or(e.implementation_type),
-                                none_or(e.input_shapes), static_cast<long long>(e.start_ns),
-                                static_cast<long long>(e.duration_ns),
-                                static_cast<unsigned long long>(e.thread_id), e.succeeded ? Py_True : Py_False);
-    if (!t || PyList_Append(out, t) < 0) {
-      Py_XDECREF(t);
-      Py_DECREF(out);
-      return nullptr;
-    }
-    Py_DECREF(t);
+  const size_t n = store.size();
+  for (size_t i = 0; i < n && i < store.size(); ++i) {
+    sw::profiling::Event e;
+    if (engine_call([&] { e = store.at(i); }) < 0) return nullptr;  // its objects stay pinned by the store
+    Ref t = Ref::steal(Py_BuildValue("(LLsNNNLLKO)", static_cast<long long>(e.id), static_cast<long long>(e.parent_id),
+                                     e.name.c_str(), none_or(e.carrier_type), none_or(e.implementation_type),
+                                     none_or(e.input_shapes), static_cast<long long>(e.start_ns),
+                                     static_cast<long long>(e.duration_ns),
+                                     static_cast<unsigned long long>(e.thread_id), e.succeeded ? Py_True : Py_False));
+    if (!t || PyList_Append(out.get(), t.get()) < 0) return nullptr;
   }
-  return out;
+  return out.release();
 }
 
-PyObject* Session_get_active(PyObject* self, void*) { return PyBool_FromLong(as_session(self)->state == 1); }
+PyObject* Session_get_active(PyObject* self, void*) { return PyBool_FromLong(store_of(self).active()); }
 
 PyMethodDef Session_methods[] = {
     {"_enter", Session_enter, METH_NOARGS, "Make this session active on the calling thread."},
@@ -201,61 +173,46 @@ PyMethodDef Session_methods[] = {
 PyGetSetDef Session_getset[] = {{"active", Session_get_active, nullptr, "entered and not exited", nullptr},
                                 {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-bool passes_filter(SessionObject* s, PyObject* carrier_type) {
-  if (!s->carriers) return true;
-  if (!carrier_type || !PyType_Check(carrier_type)) return false;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->carriers); ++i)
-    if (PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(carrier_type),
-                         reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(s->carriers, i))))
-      return true;
-  return false;
-}
-
 }  // namespace
 
 PyObject* profiler_current() {
   PyObject* s = tls_live_session();
-  if (s && as_session(s)->state == 1) return s;
-  return nullptr;
+  return s && store_of(s).active() ? s : nullptr;
 }
 
-int64_t profiler_new_id(PyObject* session) { return session ? as_session(session)->next_id++ : 0; }
+int64_t profiler_new_id(PyObject* session) { return session ? store_of(session).new_id() : 0; }
 
-int64_t profiler_parent_id(PyObject* session) {
-  for (auto it = tls_stack.rbegin(); it != tls_stack.rend(); ++it)
-    if (it->first == session) return it->second;
-  return 0;
-}
+int64_t profiler_parent_id(PyObject* session) { return sw::profiling::parent_id(session); }
 
 void profiler_push(PyObject* session, int64_t id) {
-  if (session) tls_stack.emplace_back(session, id);
-}
-
-void profiler_pop(PyObject* session) {
-  for (auto it = tls_stack.rbegin(); it != tls_stack.rend(); ++it) {
-    if (it->first == session) {
-      tls_stack.erase(std::next(it).base());
-      return;
-    }
+  if (!session) return;
+  try {
+    sw::profiling::push_open(session, id);
+  } catch (const std::bad_alloc&) {
+    // Out of memory: the events nested in this one lose their parent.
   }
 }
+
+void profiler_pop(PyObject* session) { sw::profiling::pop_open(session); }
 
 int profiler_record(PyObject* session, int64_t id, int64_t parent_id, const char* name, PyObject* carrier_type,
                     PyObject* implementation_type, PyObject* input_shapes, int64_t start_ns, int64_t duration_ns,
                     uint64_t thread_id, bool succeeded) {
   if (!session) return 0;
-  SessionObject* s = as_session(session);
-  if (!passes_filter(s, carrier_type)) return 0;
-  try {
-    s->events->push_back(RawEvent{id, parent_id, name, carrier_type ? Py_NewRef(carrier_type) : nullptr,
-                                  implementation_type ? Py_NewRef(implementation_type) : nullptr,
-                                  (s->record_shapes && input_shapes) ? Py_NewRef(input_shapes) : nullptr,
-                                  start_ns, duration_ns, thread_id, succeeded});
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  return 0;
+  return engine_call([&] {
+    sw::profiling::Event e;
+    e.id = id;
+    e.parent_id = parent_id;
+    e.name = name;
+    e.carrier_type = key(carrier_type);
+    e.implementation_type = key(implementation_type);
+    e.input_shapes = key(input_shapes);
+    e.start_ns = start_ns;
+    e.duration_ns = duration_ns;
+    e.thread_id = thread_id;
+    e.succeeded = succeeded;
+    store_of(session).record(std::move(e));
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "clock.hpp"
+#include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -137,13 +138,6 @@ bool can_grow(PyObject* c) {
   return vt && vt->reserve;
 }
 
-int raise_too_small_empty(PyObject* dest, Py_ssize_t count) {
-  PyErr_Format(PyExc_ValueError,
-               "destination %s carrier is too small: it is empty and cannot allocate the layout cosize of %zd",
-               type_name(dest), count);
-  return -1;
-}
-
 // ------------------------------------------------------------ submission
 
 // One move_async call while it is being set up: what the steps found, and
@@ -162,7 +156,7 @@ struct Submission {
   // session is used and may drop every other reference to it.
   Ref session;
   Py_ssize_t count = 0;  // layout cosize
-  Py_ssize_t dsize = 0;  // destination size before any growth
+  bool grow = false;     // the empty destination grows to count
   bool record_node = false;
   std::unique_ptr<MoveJob> job;
   bool claimed = false;        // both carriers are owned by the job
@@ -177,15 +171,11 @@ struct Submission {
 // too-small one: no provider call, no submit event.
 int check_capacity(Submission& s) {
   s.count = static_cast<Py_ssize_t>(layout_of(s.layout()).cosize());
-  s.dsize = carrier_size(s.dest);
-  if (s.dsize < 0) return -1;
-  if (s.dsize >= s.count || (s.dsize == 0 && can_grow(s.dest))) return 0;
-  if (s.dsize == 0) return raise_too_small_empty(s.dest, s.count);
-  PyErr_Format(PyExc_ValueError,
-               "destination %s carrier is too small: %zd slots for a layout cosize of %zd, and only an empty "
-               "destination can be allocated",
-               type_name(s.dest), s.dsize, s.count);
-  return -1;
+  const Py_ssize_t dsize = carrier_size(s.dest);
+  if (dsize < 0) return -1;
+  const bool growable = can_grow(s.dest);
+  return engine_call(
+      [&s, dsize, growable] { s.grow = sw::movement::needs_growth(type_name(s.dest), dsize, s.count, growable); });
 }
 
 // forward()'s instance performs one move. Taken now, not when the job adopts
@@ -248,12 +238,12 @@ int claim_carriers(Submission& s) {
 
 // An empty destination grows to the layout's cosize.
 int grow_destination(Submission& s) {
-  if (s.dsize >= s.count) return 0;
+  if (!s.grow) return 0;
   const int r = carrier_reserve(s.dest, s.count);
   if (r < 0) return -1;
   if (r == 0) {  // can_grow() was wrong about this carrier
     s.submit_failed = false;
-    return raise_too_small_empty(s.dest, s.count);
+    return engine_call([&s] { throw sw::movement::too_small_empty(type_name(s.dest), s.count); });
   }
   return 0;
 }
@@ -382,26 +372,22 @@ PyObject* submit_to_worker(Submission& s) {
   return handle.release();
 }
 
-// A native copy completes on the calling thread when nothing in it can
-// block on another thread or run user code: both carriers are exact
-// built-in classes (their release is native), nobody profiles (a profiled
-// move shows its completion on a worker, as it always did), and either the
-// caller waits anyway (move) or the copy is a small one between host
-// buffers, cheaper than the hand-off to a worker (move_async: no I/O and no
-// size-dependent wait before the handle returns).
-constexpr int64_t kAsyncInlineBytes = int64_t(32) << 10;
-
-bool builtin_host(PyObject* c) { return Py_TYPE(c) == &CPU_Type; }
-bool builtin_native(PyObject* c) { return Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type; }
-
+// Whether the copy completes on this thread (see
+// sw::movement::completes_inline).
 bool completes_inline(const Submission& s, bool blocking) {
   const MoveJob* j = s.job.get();
-  if (j->kind != CopyKind::Native || s.session) return false;
-  if (blocking) return builtin_native(j->source.get()) && builtin_native(j->dest.get());
-  const sw::CopyPlanKind k = j->plan.kind();
-  return builtin_host(j->source.get()) && builtin_host(j->dest.get()) &&
-         (k == sw::CopyPlanKind::HostToHost || k == sw::CopyPlanKind::HostStrided) &&
-         j->plan.bytes() <= kAsyncInlineBytes;
+  auto exact = [](PyObject* c, PyTypeObject* t) { return Py_TYPE(c) == t; };
+  sw::movement::RouteFacts f;
+  f.native = j->kind == CopyKind::Native;
+  f.profiled = s.session.get() != nullptr;
+  f.blocking = blocking;
+  f.src_host = exact(j->source.get(), &CPU_Type);
+  f.dst_host = exact(j->dest.get(), &CPU_Type);
+  f.src_builtin = f.src_host || exact(j->source.get(), &FileBacked_Type);
+  f.dst_builtin = f.dst_host || exact(j->dest.get(), &FileBacked_Type);
+  f.plan_kind = j->plan.kind();
+  f.plan_bytes = j->plan.bytes();
+  return sw::movement::completes_inline(f);
 }
 
 // Copies and commits on this thread; the handle is terminal on return. For

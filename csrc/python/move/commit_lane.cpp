@@ -1,21 +1,16 @@
 // Native moves between built-in carriers (no Python code anywhere in their
-// commit): the worker copies without the GIL, queues the job for its
-// terminal commit and goes back to the pool; one worker at a time takes the
-// GIL and commits every queued job. Without the lane each finished copy held
-// its worker in PyGILState_Ensure while the submitting thread kept the GIL,
-// so a burst of move_async calls looked like a pool of blocked workers and
-// the executor started one thread per move (and the burst paid for it).
-#include <pthread.h>
-
+// commit): the worker copies without the GIL and posts the job to the
+// engine's commit lane (sw::movement::CommitLane, which says why); the
+// worker that becomes the committer takes the GIL and commits every queued
+// job.
 #include <exception>
-#include <mutex>
-#include <new>
 #include <utility>
-#include <vector>
 
 #include "carrier_object.hpp"
-#include "executor.hpp"
 #include "move/internal.hpp"
+#include "movement/commit_lane.hpp"
+#include "movement/job_tracker.hpp"
+#include "movement/submit_policy.hpp"
 #include "util/compat.hpp"
 #include "util/errors.hpp"
 
@@ -23,85 +18,52 @@ namespace swpy::move_internal {
 
 namespace {
 
-struct Lane {
-  std::mutex m;
-  std::vector<std::pair<MoveJob*, std::exception_ptr>> queue;
-  bool committing = false;  // a thread owns the draining loop
-};
+using sw::movement::CommitLane;
+using sw::movement::job_tracker;
 
-// Never destroyed: detached workers may still use it at exit. A forked child
-// starts afresh (the parent's workers, and so its queued jobs, do not exist
-// there, and the mutex may have been held at fork).
-Lane* g_lane = new Lane;
-std::once_flag g_atfork_once;
-
-void reset_in_child() { g_lane = new (std::nothrow) Lane; }
-
-// Commits every queued job, holding the GIL, until the queue is empty. Run by
-// the thread that set committing.
-void drain(Lane* lane) {
+// The committer's loop: commits every queued job, holding the GIL, until
+// the lane is empty.
+void drain(CommitLane& lane) {
   if (compat::is_finalizing()) {
     // Too late to take the GIL: leave the jobs to the dying runtime.
-    std::lock_guard<std::mutex> lk(lane->m);
-    state.in_flight.fetch_sub(lane->queue.size());
-    lane->queue.clear();
-    return;  // committing stays set: nobody commits from here on
+    job_tracker().end(lane.abandon());
+    return;
   }
   PyGILState_STATE g = PyGILState_Ensure();
-  for (;;) {
-    std::vector<std::pair<MoveJob*, std::exception_ptr>> batch;
-    {
-      std::lock_guard<std::mutex> lk(lane->m);
-      batch.swap(lane->queue);
-      if (batch.empty()) {
-        lane->committing = false;
-        break;
-      }
-    }
-    for (auto& [j, failure] : batch) {
+  for (auto batch = lane.take_batch(); !batch.empty(); batch = lane.take_batch()) {
+    for (auto& [job, failure] : batch) {
       const bool ok = !failure || raise_engine_exception(failure) == 0;
-      commit(j, ok);
-      state.in_flight.fetch_sub(1);
+      commit(static_cast<MoveJob*>(job), ok);
+      job_tracker().end();
     }
   }
   PyGILState_Release(g);
 }
 
-void run_native(MoveJob* j) {
+// The worker: the lane exists (start_native_worker made sure of it).
+void run_native(MoveJob* j, CommitLane* lane) {
   std::exception_ptr failure = run_plan_parallel(j->plan);
   j->plan = sw::CopyPlan();
-  Lane* lane = g_lane;
-  {
-    std::lock_guard<std::mutex> lk(lane->m);
-    lane->queue.emplace_back(j, std::move(failure));
-    if (lane->committing) return;  // the committing thread takes it
-    lane->committing = true;
-  }
-  drain(lane);
+  if (lane->post(j, std::move(failure))) drain(*lane);
 }
+
+bool builtin(PyObject* c) { return Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type; }
 
 }  // namespace
 
 bool commits_in_lane(const MoveJob* j) {
-  auto builtin = [](PyObject* c) { return Py_TYPE(c) == &CPU_Type || Py_TYPE(c) == &FileBacked_Type; };
-  return j->kind == CopyKind::Native && builtin(j->source.get()) && builtin(j->dest.get());
+  sw::movement::RouteFacts f;
+  f.native = j->kind == CopyKind::Native;
+  f.src_builtin = builtin(j->source.get());
+  f.dst_builtin = builtin(j->dest.get());
+  return sw::movement::commits_in_lane(f);
 }
 
 int start_native_worker(MoveJob* j) {
-  std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, reset_in_child); });
-  if (!g_lane) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  state.in_flight.fetch_add(1);
-  try {
-    sw::submit([j] { run_native(j); });
-  } catch (...) {
-    state.in_flight.fetch_sub(1);
-    PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
-    return -1;
-  }
-  return 0;
+  return engine_call([j] {
+    CommitLane* lane = &sw::movement::commit_lane();
+    job_tracker().launch(j, false, [j, lane] { run_native(j, lane); });
+  });
 }
 
 }  // namespace swpy::move_internal

@@ -2,9 +2,10 @@
 //   api.cpp         move / move_async: validation in the spec's order and
 //                   submission (move_async_impl and its steps)
 //   job.cpp         MoveJob: the worker side, the terminal commit, the
-//                   provider scope, in-flight counting (exit drain, fork)
-//   routes.cpp      legacy registry, pins, route resolution,
-//                   registered_move_operation
+//                   provider scope, the exit drain and fork reset (their
+//                   bookkeeping: sw::movement::JobTracker)
+//   routes.cpp      legacy registry (sw::movement::RouteTable), pins,
+//                   route resolution, registered_move_operation
 //   operations.cpp  the MoveOperation type family, built-in _copy methods,
 //                   MoveOperation.backward
 //   copy.cpp        copy planning as the binding sees it: describe both
@@ -13,8 +14,10 @@
 //   lowered.cpp     move_lowered (Evictable residency)
 //   commit_lane.cpp native copies between built-in carriers: copied on a
 //                   worker, committed in batches by one GIL holder
+//                   (sw::movement::CommitLane)
+// What decides capacity and where a transfer runs is the engine's
+// (movement/submit_policy.hpp).
 #pragma once
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -22,6 +25,7 @@
 #include "move/move.hpp"
 #include "module_state.hpp"
 #include "transfer/copy_plan.hpp"
+#include "movement/route_table.hpp"
 #include "autograd/autograd.hpp"
 #include "util/ref.hpp"
 
@@ -112,9 +116,10 @@ int start_worker(MoveJob* j);
 // RuntimeError once interpreter shutdown has begun (the exit drain runs):
 // no new move starts then. 0 / -1.
 int refuse_after_shutdown();
-// True on a move worker running that move's _copy when c is one of its two
-// carriers, still owned by the move: nobody else can release it meanwhile.
-bool owned_by_running_move(PyObject* c);
+// On a move worker running that move's _copy: the move's ownership token
+// of c when c is one of its two carriers, else 0 (see
+// sw::movement::copy_access).
+int64_t running_move_token(PyObject* c);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
 // succeeded; otherwise its exception is set. Consumes j.
 void commit(MoveJob* j, bool ok);

@@ -8,14 +8,13 @@
 // is not a write), record move.complete, then mark the handle done. A
 // failure leaves the source live and unchanged and publishes nothing.
 //
-// Moves in flight are counted so interpreter exit can wait for them (a
-// dropped handle still completes) while the runtime they need is alive.
-#include <chrono>
+// Moves in flight are counted (sw::movement::JobTracker) so interpreter
+// exit can wait for them (a dropped handle still completes) while the
+// runtime they need is alive, and a forked child can fail the pending ones.
 #include <cstdlib>
 #include <exception>
 #include <new>
-#include <thread>
-#include <unordered_set>
+#include <string>
 
 #include "move/internal.hpp"
 #include "layout_object.hpp"
@@ -30,51 +29,14 @@
 #include "util/scopes.hpp"
 #include "clock.hpp"
 #include "executor.hpp"
+#include "movement/job_tracker.hpp"
 
 namespace swpy::move_internal {
 
 namespace {
 
-void flight_begin() { state.in_flight.fetch_add(1); }
-void flight_end() { state.in_flight.fetch_sub(1); }
-
-// Jobs claimed and not yet committed (GIL held for every access), so a
-// forked child can fail the ones whose worker stayed in the parent. Never
-// destroyed: workers may outlive static destruction at exit.
-std::unordered_set<MoveJob*>& pending_jobs() {
-  static auto* jobs = new std::unordered_set<MoveJob*>();
-  return *jobs;
-}
-
-void untrack(MoveJob* j) { pending_jobs().erase(j); }
-
-void track(MoveJob* j) {
-  try {
-    pending_jobs().insert(j);
-  } catch (...) {
-    // Out of memory: the job only loses its fork-time failure.
-  }
-}
-
-// The job this worker thread is running: a fork from inside its _copy
-// continues that job on the child's only thread, so the child must not fail
-// (and free) it under that thread.
-thread_local MoveJob* t_running = nullptr;
-
-// Set when the exit drain starts: from then on no move starts.
-std::atomic<bool> shutting_down{false};
-
-// Seconds the exit drain waits for pending moves: STRIDEWEAVE_EXIT_TIMEOUT
-// when it is a non-negative number, else 10.
-double exit_timeout_s() {
-  const char* v = std::getenv("STRIDEWEAVE_EXIT_TIMEOUT");
-  if (v && *v) {
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    if (end && *end == '\0' && d >= 0.0) return d;
-  }
-  return 10.0;
-}
+using sw::movement::job_tracker;
+using sw::movement::RunningJob;
 
 // Records move.complete; keeps a pending exception.
 void record_complete(MoveJob* j, bool ok) {
@@ -130,25 +92,26 @@ void run_job(MoveJob* j) {
   }
   if (compat::is_finalizing()) {
     // Too late to take the GIL: leave the job's objects to the dying runtime.
-    flight_end();
+    job_tracker().end();
     return;
   }
   PyGILState_STATE g = PyGILState_Ensure();
-  t_running = j;
   bool ok;
-  if (j->kind == CopyKind::Native)
-    ok = !native_failure || raise_engine_exception(native_failure) == 0;
-  else if (j->kind == CopyKind::Provider) {
-    // The provider's completion may wait on other moves (nested work).
-    sw::BlockingScope blocked;
-    ok = state.route_hooks.wait(j->completion.get()) == 0;
+  {
+    RunningJob running(j);
+    if (j->kind == CopyKind::Native) {
+      ok = !native_failure || raise_engine_exception(native_failure) == 0;
+    } else if (j->kind == CopyKind::Provider) {
+      // The provider's completion may wait on other moves (nested work).
+      sw::BlockingScope blocked;
+      ok = state.route_hooks.wait(j->completion.get()) == 0;
+    } else {
+      ok = run_python_copy(j) == 0;
+    }
   }
-  else
-    ok = run_python_copy(j) == 0;
-  t_running = nullptr;
   commit(j, ok);
   PyGILState_Release(g);
-  flight_end();
+  job_tracker().end();
 }
 
 // ------------------------------------------------------------ module functions
@@ -160,53 +123,33 @@ void run_job(MoveJob* j) {
 // runs. Exit is rare and short, so polling keeps this free of locks a fork
 // could orphan.
 PyObject* mod_drain(PyObject*, PyObject*) {
-  shutting_down.store(true);
-  const double limit = exit_timeout_s();
-  const int64_t start = sw::now_ns();
-  const int64_t deadline = start + static_cast<int64_t>(limit > 1e9 ? 1e18 : limit * 1e9);
-  bool interrupted = false;
-  int64_t next_signal_check = start;
-  while (state.in_flight.load() != 0 && sw::now_ns() < deadline) {
-    {
-      GilRelease unlocked;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (sw::now_ns() >= next_signal_check) {
-      next_signal_check = sw::now_ns() + 20'000'000;
-      if (PyErr_CheckSignals() < 0) {
-        // Ctrl-C (or a raising signal handler) ends the wait; exit goes on.
-        PyErr_Clear();
-        interrupted = true;
-        break;
-      }
-    }
-  }
-  const size_t left = state.in_flight.load();
-  if (left != 0) {
+  const double limit = sw::movement::exit_timeout_s(std::getenv("STRIDEWEAVE_EXIT_TIMEOUT"));
+  PyThreadState* ts = PyEval_SaveThread();
+  const sw::movement::DrainReport report = job_tracker().drain(limit, [&ts] {
+    PyEval_RestoreThread(ts);
+    // Ctrl-C (or a raising signal handler) ends the wait; exit goes on.
+    const bool interrupted = PyErr_CheckSignals() < 0;
+    if (interrupted) PyErr_Clear();
+    ts = PyEval_SaveThread();
+    return !interrupted;
+  });
+  PyEval_RestoreThread(ts);
+  if (report.left != 0) {
     ErrorGuard keep;
-    const double waited = static_cast<double>(sw::now_ns() - start) / 1e9;
-    char secs[32];
-    PyOS_snprintf(secs, sizeof secs, "%.1f", waited);
-    PySys_FormatStderr(
-        "strideweave: warning: abandoning %zu move(s) still pending at interpreter exit (%s after %s s; set "
-        "STRIDEWEAVE_EXIT_TIMEOUT to wait longer)\n",
-        left, interrupted ? "interrupted" : "timed out", secs);
+    PySys_FormatStderr("%s", report.warning().c_str());
   }
   Py_RETURN_NONE;
 }
 
-PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(state.in_flight.load()); }
+PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(job_tracker().in_flight()); }
 
 // os.register_at_fork(after_in_child=...): the parent's pending moves have
 // no worker in the child. Each fails there with RuntimeError ("pending at
 // fork") and gives both carriers back, so the child's wait() returns and the
 // child can use the carriers.
 PyObject* mod_after_fork_child(PyObject*, PyObject*) {
-  state.in_flight.store(0);
-  std::unordered_set<MoveJob*> jobs;
-  jobs.swap(pending_jobs());
-  if (t_running && jobs.erase(t_running)) pending_jobs().insert(t_running);
-  for (MoveJob* j : jobs) {
+  for (void* job : job_tracker().after_fork_child(RunningJob::current())) {
+    MoveJob* j = static_cast<MoveJob*>(job);
     // A parent worker may have been replacing the plan at the fork: its
     // memory is not the child's to free, so leak it rather than destroy it.
     ::new (&j->plan) sw::CopyPlan();
@@ -278,7 +221,7 @@ void restore_versions(MoveJob* j) {
 }
 
 void commit(MoveJob* j, bool ok) {
-  untrack(j);
+  job_tracker().untrack(j);
   // Publish the result (and its node), then give ownership back and
   // release the source, then record success.
   if (ok && j->record_node && attach_node(j) < 0) ok = false;
@@ -345,33 +288,20 @@ int plan_copy(MoveJob* j) {
   return 0;
 }
 
-bool owned_by_running_move(PyObject* c) {
-  MoveJob* j = t_running;
-  if (!j) return false;
-  const int64_t token = as_carrier(c)->ownership.token();
-  return token != 0 && ((c == j->source.get() && token == j->src_token) ||
-                        (c == j->dest.get() && token == j->dst_token));
+int64_t running_move_token(PyObject* c) {
+  const MoveJob* j = static_cast<const MoveJob*>(RunningJob::current());
+  if (!j) return 0;
+  if (c == j->source.get()) return j->src_token;
+  if (c == j->dest.get()) return j->dst_token;
+  return 0;
 }
 
 int refuse_after_shutdown() {
-  if (!shutting_down.load()) return 0;
-  PyErr_SetString(PyExc_RuntimeError, "cannot start a move: interpreter shutdown has begun");
-  return -1;
+  return engine_call([] { job_tracker().check_accepting(); });
 }
 
 int start_worker(MoveJob* j) {
-  if (refuse_after_shutdown() < 0) return -1;
-  flight_begin();
-  track(j);
-  try {
-    sw::submit([j] { run_job(j); });
-  } catch (...) {
-    untrack(j);
-    flight_end();
-    PyErr_SetString(PyExc_RuntimeError, "cannot start a move worker thread");
-    return -1;
-  }
-  return 0;
+  return engine_call([j] { job_tracker().launch(j, true, [j] { run_job(j); }); });
 }
 
 int job_init(PyObject* module) {

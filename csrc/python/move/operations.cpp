@@ -13,6 +13,7 @@
 #include "util/scopes.hpp"
 #include "util/args.hpp"
 #include "util/type_object.hpp"
+#include "movement/copy_access.hpp"
 
 namespace swpy {
 
@@ -89,14 +90,8 @@ int parse_copy_args(PyObject* args, CopyArgs* a) {
   return 0;
 }
 
-// A built-in _copy may be called directly, outside any move, on carriers
-// nobody has claimed; releasing the GIL over them would let a concurrent
-// release() free the storage under the copy. So each participant is
-// claimed for the copy, unless it is already owned: by the move running this
-// _copy (safe, nobody else can touch it), or by a token whose owner access
-// this thread holds (a TiledEvictable tier), which is copied with the GIL
-// held since its owner may act from another thread. A destination owned by
-// someone else is refused like any write to an owned carrier.
+// The claims of a directly called built-in _copy, as
+// sw::movement::copy_access decides them for each participant.
 class CopyClaims {
  public:
   CopyClaims() = default;
@@ -122,22 +117,17 @@ class CopyClaims {
     int64_t token = 0;
   };
   int take_one(PyObject* c, bool written) {
-    const sw::Ownership& own = as_carrier(c)->ownership;
-    if (!own.is_owned()) {
-      const int64_t t = carrier_claim(c);
-      if (!t) return -1;
-      claims_[n_++] = Claim{c, t};
-      return 0;
-    }
-    if (owned_by_running_move(c)) return 0;
-    unlocked_ = false;
-    if (written && !own.has_access(current_thread_id())) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "_copy() destination %s carrier is owned by another carrier or a pending move; it can be "
-                   "written only with owner access",
-                   type_name(c));
+    sw::movement::CopyAccess access = sw::movement::CopyAccess::Locked;
+    if (engine_call([&] {
+          access = sw::movement::copy_access(as_carrier(c)->ownership, running_move_token(c), written,
+                                             current_thread_id(), type_name(c));
+        }) < 0)
       return -1;
-    }
+    if (access == sw::movement::CopyAccess::Locked) unlocked_ = false;
+    if (access != sw::movement::CopyAccess::Claim) return 0;
+    const int64_t t = carrier_claim(c);
+    if (!t) return -1;
+    claims_[n_++] = Claim{c, t};
     return 0;
   }
   Claim claims_[2];

@@ -1,7 +1,11 @@
 // Which operation performs a move: the legacy exact-pair registry (with its
 // module functions and the registered_move_operation context manager), the
 // operation classes' pins, and route resolution (carrier-definition hooks
-// first, then the registry, then ElementwiseMoveOperation).
+// first, then the registry, then ElementwiseMoveOperation). The registry
+// itself is the engine's sw::movement::RouteTable; its entries pin their
+// classes with strong references.
+#include <new>
+
 #include "move/internal.hpp"
 #include "carrier_object.hpp"
 #include "move/move.hpp"
@@ -9,6 +13,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
+#include "movement/route_table.hpp"
 
 namespace swpy {
 
@@ -28,9 +33,18 @@ namespace {
 PyObject* as_object(PyTypeObject* t) { return reinterpret_cast<PyObject*>(t); }
 PyTypeObject* as_class(PyObject* o) { return reinterpret_cast<PyTypeObject*>(o); }
 
-Ref pair_key(PyTypeObject* src, PyTypeObject* dst) {
-  return Ref::steal(PyTuple_Pack(2, as_object(src), as_object(dst)));
-}
+using sw::movement::ClassKey;
+using sw::movement::RouteTable;
+
+ClassKey key(PyObject* o) { return reinterpret_cast<ClassKey>(o); }
+ClassKey key(PyTypeObject* t) { return reinterpret_cast<ClassKey>(t); }
+PyObject* object(ClassKey k) { return reinterpret_cast<PyObject*>(k); }
+
+// Entries pin their classes (the GIL is held for every registry call).
+void pin(ClassKey k) { Py_INCREF(object(k)); }
+void unpin(ClassKey k) { Py_DECREF(object(k)); }
+
+RouteTable& table() { return *state.registry; }
 
 bool is_carrier_class(PyObject* o) { return PyType_Check(o) && PyType_IsSubtype(as_class(o), &Carrier_Type); }
 
@@ -63,52 +77,38 @@ int check_registration(PyObject* src, PyObject* dst, PyObject* op) {
   return 0;
 }
 
-// ValueError naming both classes (and the holder) when the exact pair has an
-// entry; 0 when it is free.
+// ValueError naming both classes and the holder of the exact pair.
+int raise_taken(PyTypeObject* src, PyTypeObject* dst, ClassKey holder) {
+  PyErr_Format(PyExc_ValueError, "a move operation is already registered for (%s, %s): %s; unregister it first",
+               type_name(src), type_name(dst), class_name(object(holder)));
+  return -1;
+}
+
+// 0 when the exact pair is free, else raise_taken.
 int check_free(PyTypeObject* src, PyTypeObject* dst) {
-  Ref key = pair_key(src, dst);
-  if (!key) return -1;
-  PyObject* existing = PyDict_GetItemWithError(state.registry, key.get());
-  if (existing) {
-    PyErr_Format(PyExc_ValueError, "a move operation is already registered for (%s, %s): %s; unregister it first",
-                 type_name(src), type_name(dst), class_name(existing));
-    return -1;
-  }
-  return PyErr_Occurred() ? -1 : 0;
+  const auto holder = table().find(key(src), key(dst));
+  return holder ? raise_taken(src, dst, *holder) : 0;
 }
 
 int registry_add(PyTypeObject* src, PyTypeObject* dst, PyObject* op) {
-  if (check_free(src, dst) < 0) return -1;
-  Ref key = pair_key(src, dst);
-  if (!key) return -1;
-  return PyDict_SetItem(state.registry, key.get(), op);
+  std::optional<ClassKey> holder;
+  if (engine_call([&] { holder = table().add(key(src), key(dst), key(op)); }) < 0) return -1;
+  return holder ? raise_taken(src, dst, *holder) : 0;
 }
 
 // Removes the exact pair; new reference to the removed class, or NULL with
 // KeyError naming both classes.
 PyObject* registry_remove(PyTypeObject* src, PyTypeObject* dst) {
-  Ref key = pair_key(src, dst);
-  if (!key) return nullptr;
-  PyObject* existing = PyDict_GetItemWithError(state.registry, key.get());
-  if (!existing) {
-    if (PyErr_Occurred()) return nullptr;
-    Ref msg = Ref::steal(
-        PyUnicode_FromFormat("no move operation is registered for (%s, %s)", type_name(src), type_name(dst)));
-    if (msg) PyErr_SetObject(PyExc_KeyError, msg.get());
-    return nullptr;
-  }
-  Ref out = Ref::borrow(existing);
-  if (PyDict_DelItem(state.registry, key.get()) < 0) return nullptr;
-  return out.release();
+  const auto op = table().remove(key(src), key(dst));
+  if (op) return object(*op);  // the entry's pin is now the caller's reference
+  Ref msg = Ref::steal(
+      PyUnicode_FromFormat("no move operation is registered for (%s, %s)", type_name(src), type_name(dst)));
+  if (msg) PyErr_SetObject(PyExc_KeyError, msg.get());
+  return nullptr;
 }
 
 PyObject* registry_lookup(PyTypeObject* src, PyTypeObject* dst) {
-  Ref key = pair_key(src, dst);
-  if (!key) return nullptr;
-  PyObject* op = PyDict_GetItemWithError(state.registry, key.get());
-  if (op) return Py_NewRef(op);
-  if (PyErr_Occurred()) return nullptr;
-  return Py_NewRef(as_object(&ElementwiseMoveOperation_Type));
+  return Py_NewRef(object(table().resolve(key(src), key(dst), key(&ElementwiseMoveOperation_Type))));
 }
 
 // ------------------------------------------------------------ module functions
@@ -151,7 +151,7 @@ struct ScopedRegObject {
   PyObject* src;
   PyObject* dst;
   PyObject* op;
-  bool active;
+  RouteTable::Scope scope;  // registers (src, dst) -> op while entered
 };
 
 PyTypeObject ScopedReg_Type = static_type("strideweave._core.registered_move_operation", sizeof(ScopedRegObject));
@@ -167,31 +167,19 @@ void ScopedReg_dealloc(PyObject* self) {
 
 PyObject* ScopedReg_enter(PyObject* self, PyObject*) {
   ScopedRegObject* s = as_scoped(self);
-  if (s->active) {
-    PyErr_SetString(PyExc_RuntimeError, "registered_move_operation context is already entered");
+  if (engine_call([s] { s->scope.check_enterable(); }) < 0 || check_pair(s->src, s->dst) < 0) return nullptr;
+  std::optional<ClassKey> holder;
+  if (engine_call([&] { holder = s->scope.enter(table()); }) < 0) return nullptr;
+  if (holder) {
+    raise_taken(as_class(s->src), as_class(s->dst), *holder);
     return nullptr;
   }
-  if (check_pair(s->src, s->dst) < 0) return nullptr;
-  if (registry_add(as_class(s->src), as_class(s->dst), s->op) < 0) return nullptr;
-  s->active = true;
   return Py_NewRef(s->op);
 }
 
+// Never suppresses; the scope leaves an entry the body replaced alone.
 PyObject* ScopedReg_exit(PyObject* self, PyObject*) {
-  ScopedRegObject* s = as_scoped(self);
-  if (s->active) {
-    s->active = false;
-    // Remove the pair only while it still maps to our class: the body may
-    // have unregistered it already, and exit must not mask its exception.
-    Ref key = pair_key(as_class(s->src), as_class(s->dst));
-    if (!key) return nullptr;
-    PyObject* cur = PyDict_GetItemWithError(state.registry, key.get());
-    if (cur == s->op) {
-      if (PyDict_DelItem(state.registry, key.get()) < 0) return nullptr;
-    } else if (PyErr_Occurred()) {
-      return nullptr;
-    }
-  }
+  as_scoped(self)->scope.exit(table());
   Py_RETURN_FALSE;
 }
 
@@ -214,7 +202,7 @@ PyObject* mod_registered(PyObject*, PyObject* args, PyObject* kwargs) {
   s->src = Py_NewRef(src);
   s->dst = Py_NewRef(dst);
   s->op = Py_NewRef(op);
-  s->active = false;
+  new (&s->scope) RouteTable::Scope(key(src), key(dst), key(op));
   return self;
 }
 
@@ -266,8 +254,13 @@ int routes_init(PyObject* module) {
   ScopedReg_Type.tp_methods = ScopedReg_methods;
   if (PyType_Ready(&ScopedReg_Type) < 0) return -1;
 
-  state.registry = PyDict_New();  // process lifetime
-  if (!state.registry) return -1;
+  // Process lifetime: never destroyed, so no pin is released after the
+  // interpreter is gone.
+  state.registry = new (std::nothrow) RouteTable(sw::movement::Retainer{pin, unpin});
+  if (!state.registry) {
+    PyErr_NoMemory();
+    return -1;
+  }
   if (move_register_builtin(&CPU_Type, &FileBacked_Type, &CpuToFileBackedMoveOperation_Type) < 0 ||
       move_register_builtin(&FileBacked_Type, &CPU_Type, &FileBackedToCpuMoveOperation_Type) < 0)
     return -1;
