@@ -29,6 +29,9 @@ _PRIMARY, _SECONDARY, _IMPLICIT, _INVALID = "primary", "secondary", "implicit", 
 _pool_lock = threading.Lock()
 _pool: Optional["_Pool"] = None
 _EXIT_WAIT_S = 10.0
+# Evicted tiles' primary buffers kept for reuse by later promotions (they
+# count as primary memory: see TiledEvictable._primary_bytes()).
+_POOL_TILES = 2
 
 
 class _Pool:
@@ -201,6 +204,42 @@ class _Request:
             self.pending += 1
         _executor().submit(self._run, fn)
 
+    def submit_batch(self, jobs: List[Tuple[Callable[[], None], Optional[Carrier], Optional[Carrier],
+                                            Optional[type]]]) -> None:
+        """Runs several tile transfers (fn, src, dst, impl) in order as one
+        worker job: one hand-off per request instead of one per tile (each
+        copy still releases the GIL and is profiled as its own pair, its
+        move.complete recorded as that tile arrives). After a failure the
+        rest do not run and complete as failed."""
+        if not jobs:
+            return
+        steps: List[Tuple[Callable[[], None], Optional[_h.Transfer]]] = []
+        for fn, src, dst, impl in jobs:
+            transfer = None
+            if self.session is not None and src is not None:
+                if impl is None and dst is not None:
+                    impl = _route_class(type(src), type(dst))
+                transfer = _h.Transfer(self.session, type(src), impl, (Shape(list(self.te._st.tile)),))
+                transfer.submitted()
+            steps.append((fn, transfer))
+
+        def run_all() -> None:
+            for n, (fn, transfer) in enumerate(steps):
+                ok = False
+                try:
+                    fn()
+                    ok = True
+                finally:
+                    if transfer is not None:
+                        transfer.finished(ok)
+                    if not ok:
+                        for _, rest in steps[n + 1:]:
+                            if rest is not None:
+                                rest.finished(False)
+        with self.lock:
+            self.pending += 1
+        _executor().submit(self._run, run_all)
+
     def _run(self, fn: Callable[[], None]) -> None:
         prev = is_grad_enabled()
         set_grad_enabled(False)
@@ -264,6 +303,10 @@ class _Request:
                         fn()
                     except Exception:
                         pass
+                try:
+                    self.te._maybe_free_slab()  # outside owner access: it relinquishes the slab
+                except Exception:
+                    pass
         if error is None:
             _h.complete(self.handle, result)
         else:
@@ -295,8 +338,20 @@ class _State:
         self.pending: set[_Request] = set()
         self.released = False
         self.zeros: Optional[Carrier] = None
+        # Per-tile primary storage: tile ordinal -> a private carrier of T
+        # slots of the primary's class (offset 0). A primary-resident tile
+        # not listed here lives in ``primary`` (the slab: a full carrier,
+        # the constructor's or a fresh result's) at k * T.
+        self.ptile: dict[int, Carrier] = {}
+        # Freed tile buffers kept for the next promotion (at most _POOL_TILES).
+        self.pool: List[Carrier] = []
         self.geometry_cache: dict[Tuple[int, str], TileGeometry] = {}
         _live_states.add(self)
+
+    def prim(self, k: int) -> Tuple[Carrier, int]:
+        """(carrier, slot offset) of primary-resident tile k's storage."""
+        c = self.ptile.get(k)
+        return (c, 0) if c is not None else (self.primary, k * self.T)
 
     def tokens_all(self) -> List[Tuple[Carrier, int]]:
         return list(self.tokens.values())
