@@ -27,14 +27,20 @@ Design notes (decisions this first cut makes):
   full primary of a fresh result (scatter, gradients), is a *slab*: its
   tiles live there at ``k * T`` until they leave, and the slab is released
   when its last tile has left (later promotions use tile buffers).
-* Every tile transfer runs ``dispatch_move(type(src), type(dst))``'s
-  ``_copy`` on per-tile sub-Tensors over the tier carriers, on a worker thread
-  holding owner access to the carriers it touches (the native CPU<->FileBacked
-  bulk copy releases the GIL). Residency state commits atomically when every
-  transfer of a request has succeeded; a failed request changes nothing.
+* Every tile transfer goes the exact-pair route of its carriers
+  (``dispatch_move(type(src), type(dst))``), on a worker thread holding owner
+  access to the carriers it touches. Where that route is a built-in bulk span
+  copy (CPU<->FileBacked, CPU->CPU) the span is copied by
+  ``_core._tiled_gather`` (the same engine span plan, GIL released: a
+  route ``_copy`` over an owned tier keeps the GIL); any other route runs its
+  ``_copy`` on per-tile sub-Tensors. Residency state commits atomically when
+  every transfer of a request has succeeded; a failed request changes nothing.
 * Projection reads each selected tile from wherever it is (primary,
   secondary, or implicit zero) straight into the destination, so a cold
-  projection never stages tiles in the primary.
+  projection never stages tiles in the primary. When every selected tile is
+  such a native span the whole gather is one ``_tiled_gather`` call, one
+  worker job for the request (tiles are still profiled pair by pair); else
+  each tile is its own job, all in flight before ``project`` returns.
 * Conflicts never block: a residency request overlapping tiles that pending
   work holds, a projection/scatter/slot write overlapping a pending residency
   request, and ``release()`` with pending work all raise ``RuntimeError``
@@ -64,15 +70,15 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Iterable, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOperation, Evictable, Layout  # noqa: F401
-from .._core import AwaitMove, DType, Tensor
+from .._core import AwaitMove, DType, Tensor, _tiled_gather
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
 from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
-from ._tiled_work import (_IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _Request, _route_copy,
-                          _State, _tile_coord, _zero_of)
+from ._tiled_work import (_GATHER_WAYS, _IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _native_pair, _Request,
+                          _route_copy, _State, _tile_coord, _zero_of)
 from .extension import CarrierDefinition, StorageProvider, register_carrier_definition
 
 if TYPE_CHECKING:
@@ -234,7 +240,8 @@ class TiledEvictable(Carrier):
             slots = sum(c.size() for c in st.ptile.values()) + sum(c.size() for c in st.pool)
             if not st.primary.is_released():
                 slots += st.primary.size()
-        return slots * st.dtype.bits // 8
+        bits = st.dtype.bits
+        return slots * (bits or 8) // 8  # (a dtype without bits has none native: count slots)
 
     @property
     def secondary(self) -> Carrier:
@@ -328,7 +335,11 @@ class TiledEvictable(Carrier):
         st = self._st
         if st.pool:
             return st.pool.pop(), False
-        return st.primary_proto.allocate_like(st.T, empty=not zero), zero
+        buf = st.primary_proto.allocate_like(st.T, empty=not zero)
+        # Claimed like the tiers: only this instance's requests (with owner
+        # access) touch it, so its copies may run without the GIL.
+        st.claim(buf)
+        return buf, zero
 
     def _recycle(self, buf: Carrier) -> None:
         """A tile buffer no tile uses any more goes to the pool or is released."""
@@ -336,7 +347,23 @@ class TiledEvictable(Carrier):
         if len(st.pool) < _POOL_TILES and not st.released:
             st.pool.append(buf)
         else:
+            st.doomed.append(buf)  # released by _after_request(), outside owner access
+
+    def _after_request(self) -> None:
+        """Gives back what finished requests freed (lock held, outside owner
+        access, and only once no request is pending: relinquishing needs no
+        access scope open on the carrier): tile buffers beyond the pool, and
+        the slab once no tile lives there."""
+        st = self._st
+        if st.pending:
+            return  # their workers hold owner access to every claimed carrier: the last one reaps
+        while st.doomed:
+            buf = st.doomed.pop()
+            entry = st.tokens.pop(id(buf), None)
+            if entry is not None:
+                buf._relinquish_ownership(entry[1])
             buf.release()
+        self._maybe_free_slab()
 
     def _leave_primary(self, k: int) -> None:
         """Tile k stopped being primary-resident (lock held): its tile buffer
@@ -366,7 +393,7 @@ class TiledEvictable(Carrier):
 
     def _promotions(self, req: _Request, ks: Sequence[int]) -> Tuple[List[Any], Any]:
         """Stages the promotion of tiles ks (secondary or implicit) into fresh
-        tile buffers (lock held): (jobs for submit_batch, commit function).
+        tile buffers (lock held): ((fn, src, dst, impl) jobs for submit, commit function).
         Buffers not committed by the request's end are recycled."""
         st = self._st
         T = st.T
@@ -400,6 +427,7 @@ class TiledEvictable(Carrier):
         st = self._st
         if st.zeros is None:
             st.zeros = st.primary_proto.allocate_like(st.T)
+            st.claim(st.zeros)  # read by concurrent promotion jobs under owner access
         return st.zeros
 
     def _release_tiers(self) -> None:
@@ -415,10 +443,11 @@ class TiledEvictable(Carrier):
             except Exception:
                 pass
         st.tokens.clear()
-        for c in list(st.ptile.values()) + st.pool:
+        for c in list(st.ptile.values()) + st.pool + st.doomed:
             c.release()
         st.ptile.clear()
         st.pool.clear()
+        st.doomed.clear()
         if st.zeros is not None:
             st.zeros.release()
             st.zeros = None
@@ -501,23 +530,27 @@ class TiledEvictable(Carrier):
             if loc == _INVALID:
                 raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: scatter a "
                                    "value into it first")
-            with _Access(st.tokens_all()):
-                if loc != _PRIMARY:
-                    buf, is_zero = self._tile_buffer(loc == _IMPLICIT)
-                    try:
+            if loc != _PRIMARY:
+                buf, is_zero = self._tile_buffer(loc == _IMPLICIT)
+                try:
+                    zeros = self._zeros() if loc == _IMPLICIT and not is_zero else None  # claimed before access
+                    with _Access(st.tokens_all()):
                         if loc == _SECONDARY:
                             _route_copy(st.secondary, k * st.T, buf, 0, st.T)
-                        elif not is_zero:
-                            _route_copy(self._zeros(), 0, buf, 0, st.T)
-                    except BaseException:
-                        self._recycle(buf)
-                        raise
-                    st.ptile[k] = buf
-                    st.loc[k] = _PRIMARY
-                    st.dirty[k] = loc == _IMPLICIT
-                c, off = st.prim(k)
+                        elif zeros is not None:
+                            _route_copy(zeros, 0, buf, 0, st.T)
+                except BaseException:
+                    self._recycle(buf)
+                    self._after_request()
+                    raise
+                st.ptile[k] = buf
+                st.loc[k] = _PRIMARY
+                st.dirty[k] = loc == _IMPLICIT
+            c, off = st.prim(k)
+            with _Access([(c, st.token(c))]):
                 c[off + i - k * st.T] = value
             st.dirty[k] = True
+            self._after_request()
 
     def _evict_copy(self, k: int) -> None:
         st = self._st
@@ -703,6 +736,8 @@ class TiledEvictable(Carrier):
             # untouched, values and version (spec: no partial destination).
             target = dest if fresh else st.primary_proto.allocate_like(need)
             claims = [(dest, dest._claim_ownership())]
+            if not fresh:  # the staging target too: concurrent tile jobs write it under owner access
+                claims.append((target, target._claim_ownership()))
             req = _Request(self, handle, reads=ords, claims=claims)
             if not fresh:
                 req.finalizers.append(target.release)
@@ -738,10 +773,16 @@ class TiledEvictable(Carrier):
                 return result
 
             req.commit = commit
+            live = [(j, c, src) for j, (c, src) in enumerate(zip(coords, sources)) if src is not None]
+            if live and all(geom.tile_is_canonical(c) and _native_pair(src[0], target) for _, c, src in live):
+                # Every tile is a native span (the cold case: FileBacked ->
+                # CPU): one engine call reads them all into the compact
+                # target without the GIL, dealt to the cores.
+                copies = [(src[0], src[1], target, j * st.T, st.T) for j, _, src in live]
+                req.submit_group(lambda: _tiled_gather(copies, _GATHER_WAYS), [(src[0], target, None) for _, _, src in live])
+                live = []
             jobs = []
-            for j, (c, src) in enumerate(zip(coords, sources)):
-                if src is None:
-                    continue  # implicit zero: the fresh target is zero
+            for j, c, src in live:
                 tier, base = src
 
                 def gather_job(c: Tuple[int, ...] = c, j: int = j, tier: Carrier = tier, base: int = base) -> None:
@@ -791,7 +832,7 @@ class TiledEvictable(Carrier):
                     raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
                                        "it holds no value")
             dest = st.primary_proto.allocate_like(st.total)
-            req = _Request(self, handle, reads=list(range(st.N)))
+            req = _Request(self, handle, reads=list(range(st.N)), claims=[(dest, dest._claim_ownership())])
             for k in req.reads:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
@@ -810,16 +851,20 @@ class TiledEvictable(Carrier):
                 return Tensor(dest, 0, tensor.layout)
 
             req.commit = commit
-            jobs = []
-            for k, src in enumerate(sources):
-                if src is None:
-                    continue  # the fresh destination is zero
-                tier, base = src
+            live = [(k, src) for k, src in enumerate(sources) if src is not None]  # (implicit: dest is zero)
+            native = [(k, src) for k, src in live if _native_pair(src[0], dest)]
+            if native:
+                copies = [(src[0], src[1], dest, k * T, T) for k, src in native]
+                req.submit_group(lambda: _tiled_gather(copies, _GATHER_WAYS), [(src[0], dest, None) for _, src in native])
+            for k, (tier, base) in live:
+                if _native_pair(tier, dest):
+                    continue
 
                 def copy_job(k: int = k, tier: Carrier = tier, base: int = base) -> None:
                     _route_copy(tier, base, dest, k * T, T)
-                jobs.append((copy_job, tier, dest, None))
-            req.submit_batch(jobs + promo_jobs)
+                req.submit(copy_job, tier, dest)
+            for fn, src, dst, impl in promo_jobs:
+                req.submit(fn, src, dst, impl)
         req.seal()
         return handle.wait()
 
