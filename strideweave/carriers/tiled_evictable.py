@@ -70,15 +70,15 @@ from math import prod
 from typing import TYPE_CHECKING, Any, Iterable, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOperation, Evictable, Layout  # noqa: F401
-from .._core import AwaitMove, DType, Tensor, _tiled_gather
+from .._core import AwaitMove, DType, Tensor
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
 from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
-from ._tiled_work import (_GATHER_WAYS, _IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _native_pair, _Request,
-                          _route_copy, _State, _tile_coord, _zero_of)
+from ._tiled_work import (_IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _gather_spans,
+                          _native_pair, _Request, _route_copy, _State, _tile_coord, _zero_of)
 from .extension import CarrierDefinition, StorageProvider, register_carrier_definition
 
 if TYPE_CHECKING:
@@ -423,6 +423,24 @@ class TiledEvictable(Carrier):
             staged.clear()
         return jobs, commit
 
+    def _take_stage(self, need: int) -> Tuple[Carrier, bool]:
+        """(staging carrier of at least need slots, is_zero) for a projection
+        into a caller's destination (lock held): a kept one, else fresh."""
+        st = self._st
+        for i, c in enumerate(st.stages):
+            if c.size() >= need:
+                return st.stages.pop(i), False
+        return st.primary_proto.allocate_like(need), True
+
+    def _give_stage(self, c: Carrier) -> None:
+        """Keeps one staging carrier for the next projection into a caller's
+        destination; releases any other (lock held, after the request)."""
+        st = self._st
+        if st.released or st.stages or c.is_released():
+            c.release()
+        else:
+            st.stages.append(c)
+
     def _zeros(self) -> Carrier:
         st = self._st
         if st.zeros is None:
@@ -443,11 +461,12 @@ class TiledEvictable(Carrier):
             except Exception:
                 pass
         st.tokens.clear()
-        for c in list(st.ptile.values()) + st.pool + st.doomed:
+        for c in list(st.ptile.values()) + st.pool + st.doomed + st.stages:
             c.release()
         st.ptile.clear()
         st.pool.clear()
         st.doomed.clear()
+        st.stages.clear()
         if st.zeros is not None:
             st.zeros.release()
             st.zeros = None
@@ -731,16 +750,18 @@ class TiledEvictable(Carrier):
                                    "it holds no value to project")
             fresh = destination is None
             dest = st.primary_proto.allocate_like(need) if destination is None else destination  # is fresh
-            # A caller's destination is written only at commit, from a fresh
-            # (zero-filled) staging carrier: a request that fails leaves it
-            # untouched, values and version (spec: no partial destination).
-            target = dest if fresh else st.primary_proto.allocate_like(need)
+            # A caller's destination is written only at commit, from a staging
+            # carrier: a request that fails leaves it untouched, values and
+            # version (spec: no partial destination). The staging carrier is
+            # kept for the next such request (its pages stay touched: a
+            # caller reusing one destination per step pays no page faults).
+            target, target_zero = (dest, True) if fresh else self._take_stage(need)
             claims = [(dest, dest._claim_ownership())]
             if not fresh:  # the staging target too: concurrent tile jobs write it under owner access
                 claims.append((target, target._claim_ownership()))
             req = _Request(self, handle, reads=ords, claims=claims)
             if not fresh:
-                req.finalizers.append(target.release)
+                req.finalizers.append(lambda: self._give_stage(target))
             for k in ords:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
@@ -748,6 +769,9 @@ class TiledEvictable(Carrier):
             # tile this request reads before it is terminal).
             sources = [None if st.loc[k] == _IMPLICIT else
                        (st.prim(k) if st.loc[k] == _PRIMARY else (st.secondary, k * st.T)) for k in ords]
+            if not target_zero:  # a reused staging carrier: implicit tiles are copied from zeros
+                zeros = self._zeros()
+                sources = [(zeros, 0) if src is None else src for src in sources]
             try:
                 promo_jobs, promo_commit = self._apply_plan_promotions(req, plan)
             except BaseException:
@@ -779,7 +803,7 @@ class TiledEvictable(Carrier):
                 # CPU): one engine call reads them all into the compact
                 # target without the GIL, dealt to the cores.
                 copies = [(src[0], src[1], target, j * st.T, st.T) for j, _, src in live]
-                req.submit_group(lambda: _tiled_gather(copies, _GATHER_WAYS), [(src[0], target, None) for _, _, src in live])
+                req.submit_group(lambda: _gather_spans(copies), [(src[0], target, None) for _, _, src in live])
                 live = []
             jobs = []
             for j, c, src in live:
@@ -855,7 +879,7 @@ class TiledEvictable(Carrier):
             native = [(k, src) for k, src in live if _native_pair(src[0], dest)]
             if native:
                 copies = [(src[0], src[1], dest, k * T, T) for k, src in native]
-                req.submit_group(lambda: _tiled_gather(copies, _GATHER_WAYS), [(src[0], dest, None) for _, src in native])
+                req.submit_group(lambda: _gather_spans(copies), [(src[0], dest, None) for _, src in native])
             for k, (tier, base) in live:
                 if _native_pair(tier, dest):
                     continue
