@@ -79,6 +79,10 @@ class TiledPrefetch:
     def time_steps_prefetch_one_ahead(self):
         tc.run_steps(self.te, self.w, self.plan, self.buf, self.work, True)
 
+    def time_steps_project_one_ahead(self):
+        # the next step's project() issued before this step computes
+        tc.run_steps(self.te, self.w, self.plan, self.buf, self.work, "project")
+
     def track_hidden_percent(self):
         rows = []
         _, _, _, hidden = tc.prefetch_rows(lambda *a, **k: rows.append(a), self.te, self.w, self.steps, self.work,

@@ -271,6 +271,21 @@ class _Request:
             self.pending += 1
         _executor().submit(self._run, run_group)
 
+    def submit_spans(self, spans: List[Tuple[Carrier, int, Carrier, int, int]]) -> None:
+        """Tile span copies (src, src_first, dst, dst_first, count): the
+        native ones (_native_pair) as one engine call in one worker job,
+        every other one as its own job through its route _copy."""
+        native = [sp for sp in spans if _native_pair(sp[0], sp[2])]
+        if native:
+            self.submit_group(lambda: _gather_spans(native), [(sp[0], sp[2], None) for sp in native])
+        for sp in spans:
+            if sp in native:
+                continue
+
+            def job(sp: Tuple[Carrier, int, Carrier, int, int] = sp) -> None:
+                _route_copy(*sp)
+            self.submit(job, sp[0], sp[2])
+
     def _run(self, fn: Callable[[], None]) -> None:
         prev = is_grad_enabled()
         set_grad_enabled(False)

@@ -393,7 +393,7 @@ class TiledEvictable(Carrier):
 
     def _promotions(self, req: _Request, ks: Sequence[int]) -> Tuple[List[Any], Any]:
         """Stages the promotion of tiles ks (secondary or implicit) into fresh
-        tile buffers (lock held): ((fn, src, dst, impl) jobs for submit, commit function).
+        tile buffers (lock held): (spans for req.submit_spans, commit function).
         Buffers not committed by the request's end are recycled."""
         st = self._st
         T = st.T
@@ -406,22 +406,19 @@ class TiledEvictable(Carrier):
                 self._recycle(buf)
             staged.clear()
         req.finalizers.append(recycle)
-        jobs = []
+        spans = []
         for k, (loc, buf, is_zero) in staged.items():
             if loc == _IMPLICIT and is_zero:
                 continue  # a fresh buffer is already zero: nothing to transfer
             src, off = (st.secondary, k * T) if loc == _SECONDARY else (self._zeros(), 0)
-
-            def job(src: Carrier = src, off: int = off, buf: Carrier = buf) -> None:
-                _route_copy(src, off, buf, 0, T)
-            jobs.append((job, src, buf, None))
+            spans.append((src, off, buf, 0, T))
 
         def commit() -> None:
             for k, (loc, buf, _z) in staged.items():
                 st.ptile[k] = buf
                 st.loc[k], st.dirty[k] = _PRIMARY, loc == _IMPLICIT
             staged.clear()
-        return jobs, commit
+        return spans, commit
 
     def _take_stage(self, need: int) -> Tuple[Carrier, bool]:
         """(staging carrier of at least need slots, is_zero) for a projection
@@ -614,7 +611,7 @@ class TiledEvictable(Carrier):
             st.pending.add(req)
             if promote:
                 try:
-                    jobs, req.commit = self._promotions(req, moving)
+                    spans, req.commit = self._promotions(req, moving)
                 except BaseException:
                     self._abort(req)
                     raise
@@ -625,16 +622,11 @@ class TiledEvictable(Carrier):
                         self._leave_primary(k)
 
                 req.commit = commit
-                jobs = []
-                for k in moving:
-                    if st.dirty[k]:
-                        def evict_job(k: int = k) -> None:
-                            self._evict_copy(k)
-                        jobs.append((evict_job, st.prim(k)[0], st.secondary, None))
-            # Every tile transfer of a residency request is its own worker job,
-            # so all of them are in flight before this call returns (spec).
-            for fn, src, dst, impl in jobs:
-                req.submit(fn, src, dst, impl)
+                spans = [st.prim(k) + (st.secondary, k * st.T, st.T) for k in moving if st.dirty[k]]
+            # All transfers are in flight before this call returns (spec): the
+            # native spans as one engine call (one sequential pass, one
+            # hand-off), every other tile as its own worker job.
+            req.submit_spans(spans)
         req.seal()
         return handle
 
@@ -668,7 +660,7 @@ class TiledEvictable(Carrier):
 
     def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> Tuple[List[Any], Any]:
         """Adds the plan's promotions of idle tiles to req (lock held):
-        (transfer jobs, commit function) as _promotions gives them."""
+        (transfer spans, commit function) as _promotions gives them."""
         st = self._st
         out = []
         if plan is not None:
@@ -773,7 +765,7 @@ class TiledEvictable(Carrier):
                 zeros = self._zeros()
                 sources = [(zeros, 0) if src is None else src for src in sources]
             try:
-                promo_jobs, promo_commit = self._apply_plan_promotions(req, plan)
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
             except BaseException:
                 self._abort(req)
                 raise
@@ -813,8 +805,9 @@ class TiledEvictable(Carrier):
                     _gather_tile(geom, c, tier, target, j * st.T, base)
                 jobs.append((gather_job, tier, target,
                              None if geom.tile_is_canonical(c) else ElementwiseMoveOperation))
-            for fn, src, dst, impl in jobs + promo_jobs:
+            for fn, src, dst, impl in jobs:
                 req.submit(fn, src, dst, impl)
+            req.submit_spans(promo_spans)
         req.seal()
         return handle
 
@@ -864,7 +857,7 @@ class TiledEvictable(Carrier):
             sources = [None if st.loc[k] == _IMPLICIT else
                        (st.prim(k) if st.loc[k] == _PRIMARY else (st.secondary, k * T)) for k in range(st.N)]
             try:
-                promo_jobs, promo_commit = self._apply_plan_promotions(req, plan)
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
             except BaseException:
                 self._abort(req)
                 raise
@@ -875,20 +868,9 @@ class TiledEvictable(Carrier):
                 return Tensor(dest, 0, tensor.layout)
 
             req.commit = commit
-            live = [(k, src) for k, src in enumerate(sources) if src is not None]  # (implicit: dest is zero)
-            native = [(k, src) for k, src in live if _native_pair(src[0], dest)]
-            if native:
-                copies = [(src[0], src[1], dest, k * T, T) for k, src in native]
-                req.submit_group(lambda: _gather_spans(copies), [(src[0], dest, None) for _, src in native])
-            for k, (tier, base) in live:
-                if _native_pair(tier, dest):
-                    continue
-
-                def copy_job(k: int = k, tier: Carrier = tier, base: int = base) -> None:
-                    _route_copy(tier, base, dest, k * T, T)
-                req.submit(copy_job, tier, dest)
-            for fn, src, dst, impl in promo_jobs:
-                req.submit(fn, src, dst, impl)
+            # (implicit tiles: the fresh destination is zero)
+            req.submit_spans([src + (dest, k * T, T) for k, src in enumerate(sources) if src is not None])
+            req.submit_spans(promo_spans)
         req.seal()
         return handle.wait()
 
