@@ -44,9 +44,10 @@ Cases
               array per sample, same chunking), the round trip vs FileBacked,
               and the same at --s3-mib on a moto S3 server on 127.0.0.1
   tiled       (--only-tiled) TiledEvictable, 64 tiles of 1024x1024 Float32 on
-              FileBacked: a cold 4-tile projection vs np.take on np.memmap,
-              promote_async prefetch one step ahead vs on demand, peak RSS
-              of a projection (see tiled_compare.py)
+              FileBacked: a cold 4-tile projection vs np.take on np.memmap
+              (with its copy-path / first-touch decomposition, and into a
+              reused destination), promote_async prefetch one step ahead vs
+              on demand, peak RSS of a projection (see tiled_compare.py)
 """
 import argparse
 import datetime

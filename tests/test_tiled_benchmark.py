@@ -33,12 +33,16 @@ def test_cold_and_prefetch_rows_run_and_check_their_values(tc):
             assert o > 0 and t > 0
         c, p, k, hidden = tc.prefetch_rows(add, te, w, 3, 1, 1)
         assert c > 0 and p > 0 and k > 0
+        tc.reused_destination_rows(add, te, w, 2)  # asserts equality with np.take
+        tc.decomposition_rows(add, te, 2)
     finally:
         del mm
         te.release()
-    assert len(rows) == 5
+    assert len(rows) == 2 + 5 + 1 + 2
     assert rows[0][3] == "<= 1.0"
     assert any("hidden" in r[0] for r in rows)
+    assert any("one step ahead instead of promote_async" in r[0] for r in rows)
+    assert any("reused destination" in r[0] for r in rows)
 
 
 def test_schedule_keeps_consecutive_steps_disjoint(tc):

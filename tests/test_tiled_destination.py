@@ -90,3 +90,19 @@ def test_a_destination_projection_keeps_the_selected_values_and_order():
     dest = sw.CPU(6)
     r = te.project(w, TileSelection([[3, 0, 1]]), destination=dest).wait()
     assert [r[i] for i in range(6)] == [6.0, 7.0, 0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_reused_staging_carrier_still_gives_zero_implicit_tiles():
+    # projections into a caller's destination stage through a kept carrier;
+    # its old values must not leak into an implicit (zero) tile
+    te = TiledEvictable(sw.CPU(0), sw.FileBacked(dtype=sw.DType.Float32), (2,), (2,))
+    te[0], te[1] = 1.0, 2.0
+    w = sw.Tensor(te, 0, te.canonical_layout())
+    dest = sw.CPU(2)
+    r = te.project(w, TileSelection([[0]]), dest).wait()
+    assert [r.carrier[0], r.carrier[1]] == [1.0, 2.0]
+    assert len(te._st.stages) == 1
+    r = te.project(w, TileSelection([[1]]), dest).wait()
+    assert r.carrier is dest and [dest[0], dest[1]] == [0.0, 0.0]
+    te.release()
+    assert not te._st.stages

@@ -267,7 +267,9 @@ def test_empty_tiers_get_storage_on_first_use():
     p, s = sw.CPU(0), sw.FileBacked(dtype=F32)
     te = TiledEvictable(p, s, (2,), (2,))
     te[1] = 4.0
-    assert te.primary.size() == 4 and type(te.primary) is sw.CPU
+    # primary residency is per tile: the written tile got a private 2-slot
+    # buffer, the primary carrier itself stays empty
+    assert te.primary.size() == 0 and type(te.primary) is sw.CPU and te._primary_bytes() == 2 * 4
     te.evict(TileSet([(0,)]))
     assert s.size() == 4 and te.secondary is s  # FileBacked grows in place
     assert te[1] == 4.0

@@ -38,6 +38,7 @@ class TiledProjection:
     def setup(self):
         self.te, self.w, self.mm = tc.build()
         self.sel = tc.selection(IDX)
+        self.dest = tc.sw.CPU(tc.K * tc.TILE)
 
     def teardown(self):
         del self.mm
@@ -47,6 +48,10 @@ class TiledProjection:
         # project() reads cold tiles straight into the destination: every
         # sample is cold (the tiles stay secondary-resident).
         self.te.project(self.w, self.sel).wait()
+
+    def time_project_cold_into_reused_destination(self):
+        # the router loop's steady state: one destination reused per step
+        self.te.project(self.w, self.sel, self.dest).wait()
 
     def time_numpy_memmap_take(self):
         np.take(self.mm, IDX, axis=0)
@@ -73,6 +78,10 @@ class TiledPrefetch:
 
     def time_steps_prefetch_one_ahead(self):
         tc.run_steps(self.te, self.w, self.plan, self.buf, self.work, True)
+
+    def time_steps_project_one_ahead(self):
+        # the next step's project() issued before this step computes
+        tc.run_steps(self.te, self.w, self.plan, self.buf, self.work, "project")
 
     def track_hidden_percent(self):
         rows = []

@@ -46,11 +46,11 @@ def _compact_coord(j: int, cgrid: Tuple[int, ...]) -> Tuple[int, ...]:
     return _tile_coord(j, cgrid)
 
 
-def _gather_tile(geom: TileGeometry, coord: Tuple[int, ...], tier: Carrier, dest: Carrier, dest_off: int) -> None:
-    """Copies full tile ``coord`` (its value on ``tier``) into the dense
-    compact tile at dest_off, logical order."""
+def _gather_tile(geom: TileGeometry, coord: Tuple[int, ...], tier: Carrier, dest: Carrier, dest_off: int,
+                 base: int) -> None:
+    """Copies full tile ``coord`` (its value on ``tier`` at slot ``base``)
+    into the dense compact tile at dest_off, logical order."""
     T = geom.tile_size
-    base = _encode(coord, geom.grid_shape) * T
     if geom.tile_is_canonical(coord):
         _route_copy(tier, base, dest, dest_off, T)
         return
@@ -63,15 +63,16 @@ def _gather_tile(geom: TileGeometry, coord: Tuple[int, ...], tier: Carrier, dest
 
 
 def _scatter_tile(geom: TileGeometry, coord: Tuple[int, ...], compact: Tensor, j: int, oprim: Carrier, obase: int,
-                  tier: Optional[Carrier], add: bool) -> None:
+                  tier: Optional[Carrier], add: bool, tbase: int = -1) -> None:
     """Writes compact tile j into full tile ``coord`` of a primary carrier
     (at obase) under the template's within-tile association; with add, the
-    template's value (on ``tier``, or implicit zero) is added."""
+    template's value (on ``tier`` at slot tbase, default obase, or implicit
+    zero) is added."""
     T = geom.tile_size
     cgrid = tuple(compact.layout[i].leaves()[1][0] for i in range(len(compact.layout)))
     jc = _compact_coord(j, cgrid)
     if add and tier is not None:
-        _route_copy(tier, obase, oprim, obase, T)
+        _route_copy(tier, obase if tbase < 0 else tbase, oprim, obase, T)
     # (without a tier the region of the fresh zero-filled primary is zero)
     off, clay = _compact_tile_view(geom, coord, compact, jc)
     subs = geom.sublayouts(coord)
@@ -242,7 +243,7 @@ def _sum_gradients(te: TiledEvictable, tensor: Tensor, grads: Sequence[object]) 
                         continue
                     if loc not in (_PRIMARY, _SECONDARY):
                         raise RuntimeError(f"gradient tile {_tile_coord(k, st.grid)} is invalid: it holds no value")
-                    parts.append((src.primary if loc == _PRIMARY else src.secondary, k * T))
+                    parts.append(src.prim(k) if loc == _PRIMARY else (src.secondary, k * T))
                 if not parts:
                     continue
                 if prim is None:

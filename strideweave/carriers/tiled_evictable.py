@@ -15,19 +15,32 @@ Design notes (decisions this first cut makes):
   definition construction contract; ``new_like``/``allocate_like`` are hooks
   that build a fresh TiledEvictable with fresh tiers of the same classes.
 * The tiers are claimed (ownership tokens) for the carrier's lifetime. An
-  empty tier gets its storage on first use: ``_reserve`` where the tier can
-  grow in place (FileBacked), else a fresh ``allocate_like`` carrier of the
-  same class (CPU, Generic), claimed too. Eviction marks a tile
-  secondary-resident; the primary's bytes stay allocated (a CPU buffer cannot
-  be shrunk per tile from here).
-* Every tile transfer runs ``dispatch_move(type(src), type(dst))``'s
-  ``_copy`` on per-tile sub-Tensors over the tier carriers, on a worker thread
-  holding owner access to the carriers it touches (the native CPU<->FileBacked
-  bulk copy releases the GIL). Residency state commits atomically when every
-  transfer of a request has succeeded; a failed request changes nothing.
+  empty secondary gets its storage on first use: ``_reserve`` where the tier
+  can grow in place (FileBacked), else a fresh ``allocate_like`` carrier of
+  the same class, claimed too.
+* Primary residency is per tile: a promoted tile gets its own private buffer
+  of ``prod(tile_shape)`` slots of the primary's class (``_State.ptile``),
+  and eviction gives it back (to a pool of at most ``_POOL_TILES`` buffers
+  the next promotion reuses, else released), so an instance holds about
+  as much primary memory as it has primary-resident tiles
+  (``_primary_bytes()``). A full primary given to the constructor, and the
+  full primary of a fresh result (scatter, gradients), is a *slab*: its
+  tiles live there at ``k * T`` until they leave, and the slab is released
+  when its last tile has left (later promotions use tile buffers).
+* Every tile transfer goes the exact-pair route of its carriers
+  (``dispatch_move(type(src), type(dst))``), on a worker thread holding owner
+  access to the carriers it touches. Where that route is a built-in bulk span
+  copy (CPU<->FileBacked, CPU->CPU) the span is copied by
+  ``_core._tiled_gather`` (the same engine span plan, GIL released: a
+  route ``_copy`` over an owned tier keeps the GIL); any other route runs its
+  ``_copy`` on per-tile sub-Tensors. Residency state commits atomically when
+  every transfer of a request has succeeded; a failed request changes nothing.
 * Projection reads each selected tile from wherever it is (primary,
   secondary, or implicit zero) straight into the destination, so a cold
-  projection never stages tiles in the primary.
+  projection never stages tiles in the primary. When every selected tile is
+  such a native span the whole gather is one ``_tiled_gather`` call, one
+  worker job for the request (tiles are still profiled pair by pair); else
+  each tile is its own job, all in flight before ``project`` returns.
 * Conflicts never block: a residency request overlapping tiles that pending
   work holds, a projection/scatter/slot write overlapping a pending residency
   request, and ``release()`` with pending work all raise ``RuntimeError``
@@ -64,8 +77,8 @@ from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _Scat
 from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
-from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _SECONDARY, _Access, _Request, _route_copy, _State,
-                          _tile_coord, _zero_of)
+from ._tiled_work import (_IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _gather_spans,
+                          _native_pair, _Request, _route_copy, _State, _tile_coord, _zero_of)
 from .extension import CarrierDefinition, StorageProvider, register_carrier_definition
 
 if TYPE_CHECKING:
@@ -214,8 +227,21 @@ class TiledEvictable(Carrier):
 
     @property
     def primary(self) -> Carrier:
-        """The primary tier carrier currently holding primary tile storage."""
+        """The primary tier's carrier: the full slab while one holds tiles,
+        else an empty carrier of the primary's class (promoted tiles live in
+        private per-tile buffers of that class)."""
         return self._st.primary
+
+    def _primary_bytes(self) -> int:
+        """Bytes of primary storage this instance holds: the per-tile
+        buffers of resident tiles, the pool of freed ones, and a live slab."""
+        st = self._st
+        with st.lock:
+            slots = sum(c.size() for c in st.ptile.values()) + sum(c.size() for c in st.pool)
+            if not st.primary.is_released():
+                slots += st.primary.size()
+        bits = st.dtype.bits
+        return slots * (bits or 8) // 8  # (a dtype without bits has none native: count slots)
 
     @property
     def secondary(self) -> Carrier:
@@ -303,10 +329,120 @@ class TiledEvictable(Carrier):
             st.secondary = fresh
         return fresh
 
+    def _tile_buffer(self, zero: bool) -> Tuple[Carrier, bool]:
+        """(buffer, is_zero): private primary storage for one tile (lock
+        held), from the pool or fresh (zero-filled when zero)."""
+        st = self._st
+        if st.pool:
+            return st.pool.pop(), False
+        buf = st.primary_proto.allocate_like(st.T, empty=not zero)
+        # Claimed like the tiers: only this instance's requests (with owner
+        # access) touch it, so its copies may run without the GIL.
+        st.claim(buf)
+        return buf, zero
+
+    def _recycle(self, buf: Carrier) -> None:
+        """A tile buffer no tile uses any more goes to the pool or is released."""
+        st = self._st
+        if len(st.pool) < _POOL_TILES and not st.released:
+            st.pool.append(buf)
+        else:
+            st.doomed.append(buf)  # released by _after_request(), outside owner access
+
+    def _after_request(self) -> None:
+        """Gives back what finished requests freed (lock held, outside owner
+        access, and only once no request is pending: relinquishing needs no
+        access scope open on the carrier): tile buffers beyond the pool, and
+        the slab once no tile lives there."""
+        st = self._st
+        if st.pending:
+            return  # their workers hold owner access to every claimed carrier: the last one reaps
+        while st.doomed:
+            buf = st.doomed.pop()
+            entry = st.tokens.pop(id(buf), None)
+            if entry is not None:
+                buf._relinquish_ownership(entry[1])
+            buf.release()
+        self._maybe_free_slab()
+
+    def _leave_primary(self, k: int) -> None:
+        """Tile k stopped being primary-resident (lock held): its tile buffer
+        is recycled; a slab tile is freed with the slab (_maybe_free_slab)."""
+        buf = self._st.ptile.pop(k, None)
+        if buf is not None:
+            self._recycle(buf)
+
+    def _maybe_free_slab(self) -> None:
+        """Releases the slab once no tile lives in it (lock held, outside
+        owner access), leaving an empty carrier of its class in its place."""
+        st = self._st
+        slab = st.primary
+        if st.released or slab.is_released() or slab.size() != st.total:
+            return
+        ptile, loc = st.ptile, st.loc
+        if any(loc[k] == _PRIMARY and k not in ptile for k in range(st.N)):
+            return
+        empty = slab.allocate_like(0)
+        st.claim(empty)
+        _, tok = st.tokens.pop(id(slab))
+        if st.primary_proto is slab:
+            st.primary_proto = empty
+        st.primary = empty
+        slab._relinquish_ownership(tok)
+        slab.release()
+
+    def _promotions(self, req: _Request, ks: Sequence[int]) -> Tuple[List[Any], Any]:
+        """Stages the promotion of tiles ks (secondary or implicit) into fresh
+        tile buffers (lock held): (spans for req.submit_spans, commit function).
+        Buffers not committed by the request's end are recycled."""
+        st = self._st
+        T = st.T
+        staged = {}
+        for k in ks:
+            staged[k] = (st.loc[k],) + self._tile_buffer(st.loc[k] == _IMPLICIT)
+
+        def recycle() -> None:
+            for _, buf, _z in staged.values():
+                self._recycle(buf)
+            staged.clear()
+        req.finalizers.append(recycle)
+        spans = []
+        for k, (loc, buf, is_zero) in staged.items():
+            if loc == _IMPLICIT and is_zero:
+                continue  # a fresh buffer is already zero: nothing to transfer
+            src, off = (st.secondary, k * T) if loc == _SECONDARY else (self._zeros(), 0)
+            spans.append((src, off, buf, 0, T))
+
+        def commit() -> None:
+            for k, (loc, buf, _z) in staged.items():
+                st.ptile[k] = buf
+                st.loc[k], st.dirty[k] = _PRIMARY, loc == _IMPLICIT
+            staged.clear()
+        return spans, commit
+
+    def _take_stage(self, need: int) -> Tuple[Carrier, bool]:
+        """(staging carrier of at least need slots, is_zero) for a projection
+        into a caller's destination (lock held): a kept one, else fresh."""
+        st = self._st
+        for i, c in enumerate(st.stages):
+            if c.size() >= need:
+                return st.stages.pop(i), False
+        return st.primary_proto.allocate_like(need), True
+
+    def _give_stage(self, c: Carrier) -> None:
+        """Keeps one staging carrier for the next projection into a caller's
+        destination; releases any other (lock held, after the request)."""
+        st = self._st
+        if st.released or st.stages or c.is_released():
+            c.release()
+        else:
+            st.stages.append(c)
+
     def _zeros(self) -> Carrier:
         st = self._st
         if st.zeros is None:
             st.zeros = st.primary_proto.allocate_like(st.T)
+            st.claim(st.zeros)  # read by concurrent promotion jobs under owner access
         return st.zeros
 
     def _release_tiers(self) -> None:
@@ -322,6 +458,12 @@ class TiledEvictable(Carrier):
             except Exception:
                 pass
         st.tokens.clear()
+        for c in list(st.ptile.values()) + st.pool + st.doomed + st.stages:
+            c.release()
+        st.ptile.clear()
+        st.pool.clear()
+        st.doomed.clear()
+        st.stages.clear()
         if st.zeros is not None:
             st.zeros.release()
             st.zeros = None
@@ -386,7 +528,8 @@ class TiledEvictable(Carrier):
         k = i // st.T
         loc = st.loc[k]
         if loc == _PRIMARY:
-            return st.primary[i]
+            c, off = st.prim(k)
+            return c[off + i - k * st.T]
         if loc == _SECONDARY:
             return st.secondary[i]
         if loc == _IMPLICIT:
@@ -403,30 +546,32 @@ class TiledEvictable(Carrier):
             if loc == _INVALID:
                 raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: scatter a "
                                    "value into it first")
-            prim = self._ensure_tier(_PRIMARY)
-            with _Access(st.tokens_all()):
-                if loc != _PRIMARY:
-                    self._promote_copy(k, loc)
-                    st.loc[k] = _PRIMARY
-                    st.dirty[k] = loc == _IMPLICIT
-                prim[i] = value
+            if loc != _PRIMARY:
+                buf, is_zero = self._tile_buffer(loc == _IMPLICIT)
+                try:
+                    zeros = self._zeros() if loc == _IMPLICIT and not is_zero else None  # claimed before access
+                    with _Access(st.tokens_all()):
+                        if loc == _SECONDARY:
+                            _route_copy(st.secondary, k * st.T, buf, 0, st.T)
+                        elif zeros is not None:
+                            _route_copy(zeros, 0, buf, 0, st.T)
+                except BaseException:
+                    self._recycle(buf)
+                    self._after_request()
+                    raise
+                st.ptile[k] = buf
+                st.loc[k] = _PRIMARY
+                st.dirty[k] = loc == _IMPLICIT
+            c, off = st.prim(k)
+            with _Access([(c, st.token(c))]):
+                c[off + i - k * st.T] = value
             st.dirty[k] = True
-
-    def _promote_copy(self, k: int, loc: str) -> None:
-        st = self._st
-        if loc == _SECONDARY:
-            _route_copy(st.secondary, k * st.T, st.primary, k * st.T, st.T)
-        elif loc == _IMPLICIT:
-            _route_copy(self._zeros(), 0, st.primary, k * st.T, st.T)
-
-    def _promote_source(self, loc: str) -> Carrier:
-        """The carrier a promotion from loc reads (profiling)."""
-        st = self._st
-        return st.secondary if loc == _SECONDARY else self._zeros()
+            self._after_request()
 
     def _evict_copy(self, k: int) -> None:
         st = self._st
-        _route_copy(st.primary, k * st.T, st.secondary, k * st.T, st.T)
+        c, off = st.prim(k)
+        _route_copy(c, off, st.secondary, k * st.T, st.T)
 
     # ------------------------------------------------------------ residency
 
@@ -458,33 +603,30 @@ class TiledEvictable(Carrier):
                 moving = [k for k in ords if st.loc[k] in (_SECONDARY, _IMPLICIT)]
             else:
                 moving = [k for k in ords if st.loc[k] == _PRIMARY]
-            if moving:
-                self._ensure_tier(_PRIMARY if promote else _SECONDARY)
-                if promote and any(st.loc[k] == _IMPLICIT for k in moving):
-                    self._zeros()
-            before = {k: st.loc[k] for k in moving}
+            if moving and not promote and any(st.dirty[k] for k in moving):
+                self._ensure_tier(_SECONDARY)
             req = _Request(self, handle, writes=moving)
             for k in moving:
                 st.writers[k] = req
             st.pending.add(req)
-
-            def commit() -> None:
-                for k in moving:
-                    if promote:
-                        st.loc[k], st.dirty[k] = _PRIMARY, before[k] == _IMPLICIT
-                    else:
+            if promote:
+                try:
+                    spans, req.commit = self._promotions(req, moving)
+                except BaseException:
+                    self._abort(req)
+                    raise
+            else:
+                def commit() -> None:
+                    for k in moving:
                         st.loc[k], st.dirty[k] = _SECONDARY, False
+                        self._leave_primary(k)
 
-            req.commit = commit
-            for k in moving:
-                if promote:
-                    def promote_job(k: int = k) -> None:
-                        self._promote_copy(k, before[k])
-                    req.submit(promote_job, self._promote_source(before[k]), st.primary)
-                elif st.dirty[k]:
-                    def evict_job(k: int = k) -> None:
-                        self._evict_copy(k)
-                    req.submit(evict_job, st.primary, st.secondary)
+                req.commit = commit
+                spans = [st.prim(k) + (st.secondary, k * st.T, st.T) for k in moving if st.dirty[k]]
+            # All transfers are in flight before this call returns (spec): the
+            # native spans as one engine call (one sequential pass, one
+            # hand-off), every other tile as its own worker job.
+            req.submit_spans(spans)
         req.seal()
         return handle
 
@@ -516,25 +658,22 @@ class TiledEvictable(Carrier):
         plan._bind(self._st.grid)
         return plan
 
-    def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> List[int]:
-        """Adds the plan's promotions of idle tiles to req (lock held)."""
+    def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> Tuple[List[Any], Any]:
+        """Adds the plan's promotions of idle tiles to req (lock held):
+        (transfer spans, commit function) as _promotions gives them."""
         st = self._st
-        if plan is None:
-            return []
         out = []
-        for c in plan.promote.coordinates:
-            k = _encode(c, st.grid)
-            if k in st.writers or st.readers.get(k, 0) > (1 if k in req.reads else 0):
-                continue
-            if st.loc[k] in (_SECONDARY, _IMPLICIT):
-                out.append(k)
-        if out:
-            self._ensure_tier(_PRIMARY)
-            self._zeros()
+        if plan is not None:
+            for c in plan.promote.coordinates:
+                k = _encode(c, st.grid)
+                if k in st.writers or st.readers.get(k, 0) > (1 if k in req.reads else 0):
+                    continue
+                if st.loc[k] in (_SECONDARY, _IMPLICIT):
+                    out.append(k)
         for k in out:
             st.writers[k] = req
             req.writes.append(k)
-        return out
+        return self._promotions(req, out)
 
     def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
         """Evicts the plan's idle primary tiles now (lock held, owner access)."""
@@ -549,6 +688,7 @@ class TiledEvictable(Carrier):
                 self._ensure_tier(_SECONDARY)
                 self._evict_copy(k)
             st.loc[k], st.dirty[k] = _SECONDARY, False
+            self._leave_primary(k)
 
     # ------------------------------------------------------------ projection
 
@@ -602,30 +742,38 @@ class TiledEvictable(Carrier):
                                    "it holds no value to project")
             fresh = destination is None
             dest = st.primary_proto.allocate_like(need) if destination is None else destination  # is fresh
-            # A caller's destination is written only at commit, from a fresh
-            # (zero-filled) staging carrier: a request that fails leaves it
-            # untouched, values and version (spec: no partial destination).
-            target = dest if fresh else st.primary_proto.allocate_like(need)
+            # A caller's destination is written only at commit, from a staging
+            # carrier: a request that fails leaves it untouched, values and
+            # version (spec: no partial destination). The staging carrier is
+            # kept for the next such request (its pages stay touched: a
+            # caller reusing one destination per step pays no page faults).
+            target, target_zero = (dest, True) if fresh else self._take_stage(need)
             claims = [(dest, dest._claim_ownership())]
+            if not fresh:  # the staging target too: concurrent tile jobs write it under owner access
+                claims.append((target, target._claim_ownership()))
             req = _Request(self, handle, reads=ords, claims=claims)
             if not fresh:
-                req.finalizers.append(target.release)
+                req.finalizers.append(lambda: self._give_stage(target))
             for k in ords:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
-            locs = [st.loc[k] for k in ords]
+            # Where each selected tile's value is now (no eviction can take a
+            # tile this request reads before it is terminal).
+            sources = [None if st.loc[k] == _IMPLICIT else
+                       (st.prim(k) if st.loc[k] == _PRIMARY else (st.secondary, k * st.T)) for k in ords]
+            if not target_zero:  # a reused staging carrier: implicit tiles are copied from zeros
+                zeros = self._zeros()
+                sources = [(zeros, 0) if src is None else src for src in sources]
             try:
-                promos = self._apply_plan_promotions(req, plan)
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
             except BaseException:
                 self._abort(req)
                 raise
-            promo_before = {k: st.loc[k] for k in promos}
             dense = canonical_layout(cgrid, st.tile)
             want_grad = req.grad_mode and tensor.is_differentiable()
 
             def commit() -> Tensor:
-                for k in promos:
-                    st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
+                promo_commit()
                 self._apply_plan_evictions(plan, set())
                 if not fresh:
                     _route_copy(target, 0, dest, 0, need)
@@ -641,18 +789,25 @@ class TiledEvictable(Carrier):
                 return result
 
             req.commit = commit
-            for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
-                if loc == _IMPLICIT:
-                    continue  # the fresh target is zero
-                tier = st.primary if loc == _PRIMARY else st.secondary
-                def gather_job(c: Tuple[int, ...] = c, j: int = j, tier: Carrier = tier) -> None:
-                    _gather_tile(geom, c, tier, target, j * st.T)
-                req.submit(gather_job, tier, target,
-                           None if geom.tile_is_canonical(c) else ElementwiseMoveOperation)
-            for k in promos:
-                def promote_job(k: int = k) -> None:
-                    self._promote_copy(k, promo_before[k])
-                req.submit(promote_job, self._promote_source(promo_before[k]), st.primary)
+            live = [(j, c, src) for j, (c, src) in enumerate(zip(coords, sources)) if src is not None]
+            if live and all(geom.tile_is_canonical(c) and _native_pair(src[0], target) for _, c, src in live):
+                # Every tile is a native span (the cold case: FileBacked ->
+                # CPU): one engine call reads them all into the compact
+                # target without the GIL, dealt to the cores.
+                copies = [(src[0], src[1], target, j * st.T, st.T) for j, _, src in live]
+                req.submit_group(lambda: _gather_spans(copies), [(src[0], target, None) for _, _, src in live])
+                live = []
+            jobs = []
+            for j, c, src in live:
+                tier, base = src
+
+                def gather_job(c: Tuple[int, ...] = c, j: int = j, tier: Carrier = tier, base: int = base) -> None:
+                    _gather_tile(geom, c, tier, target, j * st.T, base)
+                jobs.append((gather_job, tier, target,
+                             None if geom.tile_is_canonical(c) else ElementwiseMoveOperation))
+            for fn, src, dst, impl in jobs:
+                req.submit(fn, src, dst, impl)
+            req.submit_spans(promo_spans)
         req.seal()
         return handle
 
@@ -694,37 +849,28 @@ class TiledEvictable(Carrier):
                     raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
                                        "it holds no value")
             dest = st.primary_proto.allocate_like(st.total)
-            req = _Request(self, handle, reads=list(range(st.N)))
+            req = _Request(self, handle, reads=list(range(st.N)), claims=[(dest, dest._claim_ownership())])
             for k in req.reads:
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
+            T = st.T
+            sources = [None if st.loc[k] == _IMPLICIT else
+                       (st.prim(k) if st.loc[k] == _PRIMARY else (st.secondary, k * T)) for k in range(st.N)]
             try:
-                promos = self._apply_plan_promotions(req, plan)
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
             except BaseException:
                 self._abort(req)
                 raise
-            promo_before = {k: st.loc[k] for k in promos}
 
             def commit() -> Tensor:
-                for k in promos:
-                    st.loc[k], st.dirty[k] = _PRIMARY, promo_before[k] == _IMPLICIT
+                promo_commit()
                 self._apply_plan_evictions(plan, set())
                 return Tensor(dest, 0, tensor.layout)
 
             req.commit = commit
-            T = st.T
-            for k in range(st.N):
-                loc = st.loc[k]
-                if loc == _IMPLICIT:
-                    continue  # the fresh destination is zero
-                tier = st.primary if loc == _PRIMARY else st.secondary
-                def copy_job(k: int = k, tier: Carrier = tier) -> None:
-                    _route_copy(tier, k * T, dest, k * T, T)
-                req.submit(copy_job, tier, dest)
-            for k in promos:
-                def promote_job(k: int = k) -> None:
-                    self._promote_copy(k, promo_before[k])
-                req.submit(promote_job, self._promote_source(promo_before[k]), st.primary)
+            # (implicit tiles: the fresh destination is zero)
+            req.submit_spans([src + (dest, k * T, T) for k, src in enumerate(sources) if src is not None])
+            req.submit_spans(promo_spans)
         req.seal()
         return handle.wait()
 
@@ -858,12 +1004,14 @@ class TiledEvictable(Carrier):
 
             req.commit = commit
             for j, (c, k, loc) in enumerate(zip(coords, ords, locs)):
-                tier = None if loc == _IMPLICIT else (st.primary if loc == _PRIMARY else st.secondary)
+                tier, tbase = (None, 0) if loc == _IMPLICIT else (
+                    st.prim(k) if loc == _PRIMARY else (st.secondary, k * st.T))
 
-                def job(c: Tuple[int, ...] = c, j: int = j, k: int = k, tier: Optional[Carrier] = tier) -> None:
+                def job(c: Tuple[int, ...] = c, j: int = j, k: int = k, tier: Optional[Carrier] = tier,
+                        tbase: int = tbase) -> None:
                     with _Access(out_tokens):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
-                                      tier if reduction == "add" else None, reduction == "add")
+                                      tier if reduction == "add" else None, reduction == "add", tbase)
                 req.submit(job, compact.carrier, oprim)
         req.seal()
         return handle
