@@ -11,11 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Literal, Option
 
 from .._core import CPU, Carrier, CpuToFileBackedMoveOperation, DType, ElementwiseMoveOperation, FileBacked
 from .._core import FileBackedToCpuMoveOperation, Layout, Shape, Stride, Tensor, dispatch_move
-from .. import _core
-
-# None with a _core built before it existed (the source tree run against an
-# older installed extension): every copy then goes through its route _copy.
-_tiled_gather: Optional[Callable[..., None]] = getattr(_core, "_tiled_gather", None)
+from .._core import _tiled_gather
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 
@@ -158,20 +154,18 @@ _NATIVE_ROUTES = {(CPU, FileBacked): CpuToFileBackedMoveOperation,
 def _native_pair(src: Carrier, dst: Carrier) -> bool:
     key = (type(src), type(dst))
     want = _NATIVE_ROUTES.get(key)
-    return want is not None and _tiled_gather is not None and _route_class(*key) is want
+    return want is not None and _route_class(*key) is want
 
 
 def _gather_spans(copies: List[Tuple[Carrier, int, Carrier, int, int]]) -> None:
     """Every (src, src_first, dst, dst_first, count) span, all native pairs
     (_native_pair), as one engine call without the GIL."""
-    assert _tiled_gather is not None
     _tiled_gather(copies, _GATHER_WAYS)
 
 
 def _route_copy(src: Carrier, src_off: int, dst: Carrier, dst_off: int, count: int) -> None:
     """Physical span copy through the exact-pair move route of (src, dst)."""
     if _native_pair(src, dst):
-        assert _tiled_gather is not None
         _tiled_gather([(src, src_off, dst, dst_off, count)], 1)
         return
     op = dispatch_move(type(src), type(dst))()
