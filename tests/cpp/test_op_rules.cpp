@@ -190,9 +190,10 @@ TEST(OpRules, ReduceSumGradPlanRepeatsTheOneValue) {
   float out[4] = {};
   ops::reduce_sum_grad_host(p, gv, out);
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f}));
-  // An offset one-element cotangent is read at its index.
-  const ops::FillPlan shifted = ops::plan_reduce_sum_grad(Layout(N({L(1)}), N({L(3)})), x);
-  EXPECT_EQ(shifted.source, 0);
+  // A broadcast input gets a compact gradient, every slot filled.
+  const ops::FillPlan wide = ops::plan_reduce_sum_grad(g, lay({3}, {0}));
+  EXPECT_EQ(wide.layout, lay({3}, {1}));
+  EXPECT_FALSE(wide.zero_fill);
   EXPECT_EQ(invalid_message([&] { ops::plan_reduce_sum_grad(lay({2}, {1}), x); }),
             "the gradient must hold exactly one element");
 }

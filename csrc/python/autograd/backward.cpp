@@ -1,9 +1,10 @@
 // Tensor.backward: the reverse-mode traversal.
 //
 // A pass discovers every differentiable tensor reachable from the root
-// through autograd_ctx -> Operation.inputs(), counts for each tensor how many
-// recorded consumers must contribute to it, then runs nodes in Kahn order so
-// each node's backward runs once, after all its consumers contributed. Every
+// through autograd_ctx -> Operation.inputs(); the engine's BackwardGraph
+// (csrc/engine/autograd/graph.hpp) counts each tensor's consumers and hands
+// out nodes in Kahn order, so each node's backward runs once, after all its
+// consumers contributed, and routes each returned gradient to its slot. Every
 // gradient handed to a tensor must satisfy the cotangent layout contract
 // (autograd_check_cotangent). Contributions to one tensor are summed into
 // fresh storage. Leaves (and non-leaves that retain_grad()) get their .grad

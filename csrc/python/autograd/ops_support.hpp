@@ -1,6 +1,9 @@
 // Shared by the differentiable operations' files (ops_*.cpp): operands,
 // results on the two storage paths, and the gradient helpers.
 //
+// The rules, result layouts and gradient plans are the engine's
+// (csrc/engine/autograd/op_rules.hpp); both storage paths follow them.
+//
 // Storage paths. An operand whose carrier is native host memory (CPU) is
 // computed by the engine kernels (csrc/engine/kernels.hpp) straight on the
 // carrier's buffer; a Generic operand is computed value by value in Python
