@@ -1,9 +1,10 @@
 // Tensor.backward: the reverse-mode traversal.
 //
 // A pass discovers every differentiable tensor reachable from the root
-// through autograd_ctx -> Operation.inputs(), counts for each tensor how many
-// recorded consumers must contribute to it, then runs nodes in Kahn order so
-// each node's backward runs once, after all its consumers contributed. Every
+// through autograd_ctx -> Operation.inputs(); the engine's BackwardGraph
+// (csrc/engine/autograd/graph.hpp) counts each tensor's consumers and hands
+// out nodes in Kahn order, so each node's backward runs once, after all its
+// consumers contributed, and routes each returned gradient to its slot. Every
 // gradient handed to a tensor must satisfy the cotangent layout contract
 // (autograd_check_cotangent). Contributions to one tensor are summed into
 // fresh storage. Leaves (and non-leaves that retain_grad()) get their .grad
@@ -14,10 +15,11 @@
 // raises RuntimeError naming retain_graph=True. Backward hooks run with grad
 // mode off.
 #include <cstdio>
-#include <unordered_map>
 #include <vector>
 
+#include "autograd/graph.hpp"
 #include "autograd/internal.hpp"
+#include "autograd/op_rules.hpp"
 #include "autograd/ops_support.hpp"
 #include "kernels.hpp"
 #include "dtype_object.hpp"
@@ -43,12 +45,11 @@ using autograd::shape_obj;
 // ------------------------------------------------------------ accumulation
 
 // Host path of sum_gradients: every gradient is Float32 host memory.
-PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl) {
+PyObject* sum_on_host(PyObject* like, const std::vector<PyObject*>& grads, const sw::ops::AccumulationPlan& p) {
+  const sw::Layout& gl = p.layout;
   const int64_t cos = gl.cosize();
-  // The direct sums write only the slots gl reaches; holes start zeroed.
-  const bool zero = grads.size() <= K::kDirectSources && cos != gl.size();
   void* data = nullptr;
-  Ref carrier = Ref::steal(ops_alloc_host(like, cos, sw::DTypeCode::Float32, zero, &data));
+  Ref carrier = Ref::steal(ops_alloc_host(like, cos, sw::DTypeCode::Float32, p.zero_fill, &data));
   if (!carrier) return nullptr;
   if (engine_call_in("gradient accumulation: ", "", [&] {
         std::vector<K::Source> sources;
@@ -94,11 +95,12 @@ PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, con
   return carrier_new_like(like, list.get(), true, nullptr);
 }
 
-// The sum of grads (Tensors of gl's shape, any layouts and carriers) laid
-// out as gl at offset 0 in fresh storage of like's exact class. layout_obj
-// (borrowed, may be NULL) is the Layout object to reuse for gl.
-PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, const sw::Layout& gl,
+// The sum of grads (Tensors of the plan's shape, any layouts and carriers)
+// laid out as the plan's layout at offset 0 in fresh storage of like's exact
+// class. layout_obj (borrowed, may be NULL) is the Layout object to reuse.
+PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, const sw::ops::AccumulationPlan& p,
                         PyObject* layout_obj) {
+  const sw::Layout& gl = p.layout;
   bool host = PyObject_TypeCheck(like, &CPU_Type);
   if (host) {
     Ref d = Ref::steal(carrier_dtype(like));
@@ -120,7 +122,7 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
     }
     if (dtype_code(t->dtype) != sw::DTypeCode::Float32 || !carrier_host_data(t->carrier)) host = false;
   }
-  Ref carrier = Ref::steal(host ? sum_on_host(like, grads, gl) : sum_as_values(like, grads, gl));
+  Ref carrier = Ref::steal(host ? sum_on_host(like, grads, p) : sum_as_values(like, grads, gl));
   if (!carrier) return nullptr;
   Ref lo = layout_obj ? Ref::borrow(layout_obj) : Ref::steal(layout_from_engine(gl));
   if (!lo) return nullptr;
@@ -152,40 +154,34 @@ PyObject* tiled_sum(PyObject* t, PyObject* like, const std::vector<PyObject*>& g
 // Sum of grads for tensor t in t's gradient layout, created through like.
 PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>& grads) {
   const sw::Layout& tl = layout_of(as_tensor(t)->layout);
-  sw::Layout gl;
-  if (engine_call_in("gradient accumulation: ", "", [&] { gl = sw::gradient_layout(tl); }) < 0) return nullptr;
-  if (gl == tl && ops::is_tiled_carrier(like)) {
+  sw::ops::AccumulationPlan p;
+  if (engine_call_in("gradient accumulation: ", "", [&] { p = sw::ops::plan_accumulation(tl, grads.size()); }) < 0)
+    return nullptr;
+  if (p.own_layout && ops::is_tiled_carrier(like)) {
     Ref r = Ref::steal(tiled_sum(t, like, grads));
     if (!r || r.get() != Py_NotImplemented) return r.release();
   }
-  return sum_gradients(like, grads, gl, gl == tl ? as_tensor(t)->layout : nullptr);
+  return sum_gradients(like, grads, p, p.own_layout ? as_tensor(t)->layout : nullptr);
 }
 
 // ------------------------------------------------------------ the graph
+//
+// The order and the routing are sw::autograd::BackwardGraph's (keys are the
+// tensors' addresses); each node here keeps the Python objects alive.
+
+namespace AG = sw::autograd;
 
 struct Node {
   Ref tensor;
   Ref op;        // NULL for a leaf
   Ref inputs;    // the op's saved inputs at discovery
   Ref versions;
-  int pending = 0;         // consumers that have not run yet
   std::vector<Ref> grads;  // contributions
 };
 
-struct Graph {
-  std::vector<Node> nodes;
-  std::unordered_map<PyObject*, size_t> index;
-
-  size_t add(PyObject* t) {
-    auto it = index.find(t);
-    if (it != index.end()) return it->second;
-    Node n;
-    n.tensor = Ref::borrow(t);
-    nodes.push_back(std::move(n));
-    index.emplace(t, nodes.size() - 1);
-    return nodes.size() - 1;
-  }
-};
+PyObject* tensor_at(const AG::BackwardGraph& g, size_t i) {
+  return const_cast<PyObject*>(static_cast<const PyObject*>(g.key(i)));
+}
 
 std::vector<PyObject*> borrowed(const std::vector<Ref>& refs) {
   std::vector<PyObject*> out;
@@ -202,67 +198,73 @@ int freed_error(PyObject* op) {
   return -1;
 }
 
-// Discovers the graph reachable from root (already node 0).
-int discover(Graph& g) {
-  std::vector<size_t> stack = {0};
-  while (!stack.empty()) {
-    const size_t i = stack.back();
-    stack.pop_back();
-    PyObject* ctx = as_tensor(g.nodes[i].tensor.get())->autograd_ctx;
-    if (!ctx || ctx == Py_None) continue;
+// Reads every reachable tensor's producer into the graph.
+int discover(AG::BackwardGraph& g, std::vector<Node>& nodes) {
+  for (size_t i; (i = g.next_to_discover()) != AG::kNoNode;) {
+    nodes.resize(g.size());
+    PyObject* t = tensor_at(g, i);  // kept alive by a discovered node's inputs
+    nodes[i].tensor = Ref::borrow(t);
+    PyObject* ctx = as_tensor(t)->autograd_ctx;
+    if (!ctx || ctx == Py_None) {
+      g.set_leaf(i);
+      continue;
+    }
     if (!is_operation(ctx)) {
       PyErr_Format(PyExc_TypeError, "autograd_ctx must be an Operation, not %.100s", Py_TYPE(ctx)->tp_name);
       return -1;
     }
     OperationObject* op = reinterpret_cast<OperationObject*>(ctx);
     if (op->graph_freed) return freed_error(ctx);
-    g.nodes[i].op = Ref::borrow(ctx);
-    if (!op->inputs) continue;
+    nodes[i].op = Ref::borrow(ctx);
+    if (!op->inputs) {
+      g.set_producer(i, false, {});
+      continue;
+    }
     if (!PyTuple_Check(op->inputs) || !op->versions || !PyTuple_Check(op->versions) ||
         PyTuple_GET_SIZE(op->versions) != PyTuple_GET_SIZE(op->inputs)) {
       PyErr_Format(PyExc_RuntimeError, "%s has inconsistent saved inputs", type_name(ctx));
       return -1;
     }
-    g.nodes[i].inputs = Ref::borrow(op->inputs);
-    g.nodes[i].versions = Ref::borrow(op->versions);
-    PyObject* inputs = op->inputs;  // kept alive by the node
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(inputs); ++k) {
-      PyObject* in = PyTuple_GET_ITEM(inputs, k);
-      if (!is_tensor(in) || !differentiable(in)) continue;
-      const size_t before = g.nodes.size();
-      const size_t j = g.add(in);  // may reallocate g.nodes
-      g.nodes[j].pending += 1;
-      if (j == before) stack.push_back(j);
+    nodes[i].inputs = Ref::borrow(op->inputs);
+    nodes[i].versions = Ref::borrow(op->versions);
+    std::vector<AG::NodeKey> keys;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(op->inputs); ++k) {
+      PyObject* in = PyTuple_GET_ITEM(op->inputs, k);
+      keys.push_back(is_tensor(in) && differentiable(in) ? in : nullptr);
     }
+    g.set_producer(i, true, keys);
   }
+  nodes.resize(g.size());
   return 0;
 }
 
 int check_versions(const Node& n) {
-  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(n.inputs.get()); ++k) {
+  const Py_ssize_t count = PyTuple_GET_SIZE(n.inputs.get());
+  std::vector<uint64_t> saved(static_cast<size_t>(count)), now(static_cast<size_t>(count));
+  for (Py_ssize_t k = 0; k < count; ++k) {
     PyObject* in = PyTuple_GET_ITEM(n.inputs.get(), k);
     if (!is_tensor(in)) continue;
     PyObject* c = as_tensor(in)->carrier;
-    const unsigned long long now = c ? as_carrier(c)->version : 0;
-    const unsigned long long saved = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(n.versions.get(), k));
-    if (saved == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
-    if (now != saved) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "input %zd saved by %s was modified in-place after the forward pass (version %llu, saved "
-                   "version %llu)",
-                   k, type_name(n.op.get()), now, saved);
-      return -1;
-    }
+    now[k] = c ? as_carrier(c)->version : 0;
+    saved[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(n.versions.get(), k));
+    if (saved[k] == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
   }
-  return 0;
+  const size_t k = AG::first_modified(saved, now);
+  if (k == AG::kNoNode) return 0;
+  PyErr_Format(PyExc_RuntimeError,
+               "input %zu saved by %s was modified in-place after the forward pass (version %llu, saved "
+               "version %llu)",
+               k, type_name(n.op.get()), static_cast<unsigned long long>(now[k]),
+               static_cast<unsigned long long>(saved[k]));
+  return -1;
 }
 
-// Runs one non-leaf node with cotangent grad; appends the returned gradients
-// to the inputs' nodes.
-int run_node(Graph& g, size_t i, PyObject* grad) {
-  if (check_versions(g.nodes[i]) < 0) return -1;
-  PyObject* op = g.nodes[i].op.get();
-  PyObject* inputs = g.nodes[i].inputs.get();
+// Runs node i's backward with cotangent grad; hands each returned gradient
+// to the node of its slot.
+int run_node(AG::BackwardGraph& g, std::vector<Node>& nodes, size_t i, PyObject* grad) {
+  if (check_versions(nodes[i]) < 0) return -1;
+  PyObject* op = nodes[i].op.get();
+  PyObject* inputs = nodes[i].inputs.get();
   Ref r = Ref::steal(PyObject_CallMethod(op, "backward", "O", grad));
   if (!r) return -1;
   if (!PyTuple_Check(r.get()) && !PyList_Check(r.get())) {
@@ -280,15 +282,14 @@ int run_node(Graph& g, size_t i, PyObject* grad) {
   }
   for (Py_ssize_t k = 0; k < count; ++k) {
     PyObject* gk = PyTuple_GET_ITEM(seq.get(), k);
-    PyObject* in = PyTuple_GET_ITEM(inputs, k);
-    if (gk == Py_None || !is_tensor(in) || !differentiable(in)) continue;
-    if (autograd_check_cotangent(in, gk) < 0) {
+    if (gk == Py_None || g.input_node(i, k) == AG::kNoNode) continue;
+    if (autograd_check_cotangent(PyTuple_GET_ITEM(inputs, k), gk) < 0) {
       // Name the node: the contract error alone does not say who broke it.
       char where[64];
       std::snprintf(where, sizeof where, ".backward() gradient %zd: ", k);
       return autograd::add_error_context(type_name(op), where);
     }
-    g.nodes[g.index.at(in)].grads.push_back(Ref::borrow(gk));
+    nodes[g.deliver(i, k)].grads.push_back(Ref::borrow(gk));
   }
   return 0;
 }
@@ -309,11 +310,11 @@ PyObject* ones_like_scalar(PyObject* t) {
 
 // Commits .grad of the committed nodes only when every sum succeeded, so a
 // failed pass leaves every .grad untouched.
-int commit_grads(Graph& g, const std::vector<size_t>& commit) {
+int commit_grads(const std::vector<Node>& nodes, const std::vector<size_t>& commit) {
   std::vector<Ref> fresh;
   fresh.reserve(commit.size());
   for (size_t c : commit) {
-    Node& n = g.nodes[c];
+    const Node& n = nodes[c];
     TensorObject* t = as_tensor(n.tensor.get());
     std::vector<PyObject*> all;
     if (t->grad) all.push_back(t->grad);
@@ -322,54 +323,34 @@ int commit_grads(Graph& g, const std::vector<size_t>& commit) {
     if (!fresh.back()) return -1;
   }
   for (size_t c = 0; c < commit.size(); ++c)
-    Py_XSETREF(as_tensor(g.nodes[commit[c]].tensor.get())->grad, fresh[c].release());
+    Py_XSETREF(as_tensor(nodes[commit[c]].tensor.get())->grad, fresh[c].release());
   return 0;
 }
 
-// The traversal proper; grad mode is already off.
+// The traversal proper; grad mode is already off. The graph's bookkeeping
+// throws (a cycle: RuntimeError; std::bad_alloc); the caller translates.
 int traverse(PyObject* root, PyObject* gradient, bool retain_graph) {
-  Graph g;
-  g.add(root);
-  g.nodes[0].grads.push_back(Ref::borrow(gradient));
-  if (discover(g) < 0) return -1;
-  if (g.nodes[0].pending != 0) {
-    PyErr_SetString(PyExc_RuntimeError, "the autograd graph contains a cycle through the tensor backward started from");
-    return -1;
-  }
-  std::vector<size_t> ready = {0};
-  std::vector<size_t> commit;
-  size_t processed = 0;
-  while (!ready.empty()) {
-    const size_t i = ready.back();
-    ready.pop_back();
-    ++processed;
-    Node& n = g.nodes[i];
-    if (!n.grads.empty() && (!n.op || as_tensor(n.tensor.get())->retains_grad)) commit.push_back(i);
-    if (n.op && n.inputs && !n.grads.empty()) {
+  AG::BackwardGraph g(root);
+  std::vector<Node> nodes;
+  if (discover(g, nodes) < 0) return -1;
+  nodes[0].grads.push_back(Ref::borrow(gradient));
+  g.start();
+  for (size_t i; (i = g.next_ready()) != AG::kNoNode;) {
+    Node& n = nodes[i];
+    g.note_commit(i, as_tensor(n.tensor.get())->retains_grad);
+    if (g.runs_backward(i)) {
       PyObject* like = as_tensor(n.grads[0].get())->carrier;
       Ref grad = n.grads.size() == 1 ? Ref::borrow(n.grads[0].get())
                                      : Ref::steal(gradient_for(n.tensor.get(), like, borrowed(n.grads)));
       if (!grad) return -1;
-      if (run_node(g, i, grad.get()) < 0) return -1;
+      if (run_node(g, nodes, i, grad.get()) < 0) return -1;
     }
-    if (PyObject* inputs = g.nodes[i].inputs.get()) {
-      for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(inputs); ++k) {
-        PyObject* in = PyTuple_GET_ITEM(inputs, k);
-        if (!is_tensor(in) || !differentiable(in)) continue;
-        const size_t j = g.index.at(in);
-        if (--g.nodes[j].pending == 0) ready.push_back(j);
-      }
-    }
+    g.finish(i);
   }
-  if (processed != g.nodes.size()) {
-    PyErr_SetString(PyExc_RuntimeError, "the autograd graph contains a cycle");
-    return -1;
-  }
-  if (commit_grads(g, commit) < 0) return -1;
+  if (commit_grads(nodes, g.committed()) < 0) return -1;
   if (!retain_graph) {
-    for (Node& n : g.nodes) {
-      if (!n.op) continue;
-      OperationObject* op = reinterpret_cast<OperationObject*>(n.op.get());
+    for (size_t i : g.produced()) {
+      OperationObject* op = reinterpret_cast<OperationObject*>(nodes[i].op.get());
       op->graph_freed = true;
       Py_CLEAR(op->inputs);
       Py_CLEAR(op->versions);

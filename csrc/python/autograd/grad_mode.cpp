@@ -2,7 +2,10 @@
 // GradMode/NoGrad scopes of util/scopes.hpp), and for Python no_grad (a
 // re-entrant context manager and a decorator), is_grad_enabled and
 // set_grad_enabled.
+#include <new>
+
 #include "autograd/internal.hpp"
+#include "autograd/mode_stack.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
 #include "util/ref.hpp"
@@ -30,13 +33,10 @@ namespace {
 // ------------------------------------------------------------ no_grad
 
 // no_grad(): a context manager switching grad mode off on this thread and
-// restoring the previous mode on exit. Re-entrant: nested entries of one
-// object keep a small stack of previous modes. (Entry and exit are separate
-// calls, so a scope object cannot span them.)
+// restoring the previous mode on exit; re-entrant (sw::autograd::ModeStack).
 struct NoGradObject {
   PyObject_HEAD
-  uint64_t saved;  // bit i: mode before the (i+1)-th nested entry
-  int depth;
+  sw::autograd::ModeStack modes;
 };
 
 PyTypeObject NoGrad_Type = static_type("strideweave.no_grad", sizeof(NoGradObject));
@@ -50,32 +50,21 @@ PyObject* NoGrad_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   }
   PyObject* self = type->tp_alloc(type, 0);
   if (!self) return nullptr;
-  as_no_grad(self)->saved = 0;
-  as_no_grad(self)->depth = 0;
+  new (&as_no_grad(self)->modes) sw::autograd::ModeStack();
   return self;
 }
 
 PyObject* NoGrad_enter(PyObject* self, PyObject*) {
-  NoGradObject* o = as_no_grad(self);
-  if (o->depth >= 64) {
-    PyErr_SetString(PyExc_RuntimeError, "no_grad entered more than 64 times without exiting");
-    return nullptr;
-  }
-  if (grad_enabled()) o->saved |= (uint64_t{1} << o->depth);
-  else o->saved &= ~(uint64_t{1} << o->depth);
-  ++o->depth;
-  set_grad_enabled(false);
+  bool mode = false;
+  if (engine_call([&] { mode = as_no_grad(self)->modes.enter(grad_enabled()); }) < 0) return nullptr;
+  set_grad_enabled(mode);
   Py_RETURN_NONE;
 }
 
 PyObject* NoGrad_exit(PyObject* self, PyObject*) {
-  NoGradObject* o = as_no_grad(self);
-  if (o->depth == 0) {
-    PyErr_SetString(PyExc_RuntimeError, "no_grad exited without a matching enter");
-    return nullptr;
-  }
-  --o->depth;
-  set_grad_enabled((o->saved >> o->depth) & 1);
+  bool mode = false;
+  if (engine_call([&] { mode = as_no_grad(self)->modes.exit(); }) < 0) return nullptr;
+  set_grad_enabled(mode);
   Py_RETURN_FALSE;  // never swallow the exception
 }
 

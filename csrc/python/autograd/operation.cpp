@@ -7,6 +7,7 @@
 // Tensor input is differentiable, saves the Tensor inputs with their carrier
 // version tokens and sets result.autograd_ctx to the operation. An Operation
 // instance records at most one forward pass.
+#include "autograd/graph.hpp"
 #include "autograd/internal.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
@@ -246,7 +247,7 @@ PyObject* operation_forward(PyObject* op, PyObject* args) {
   }
   OperationObject* o = as_op(op);
   const bool want_record = wants_record(args);
-  if (want_record && (o->inputs || o->graph_freed)) {
+  if (want_record && !sw::autograd::may_record(o->inputs != nullptr, o->graph_freed)) {
     PyErr_Format(PyExc_RuntimeError, "%s already recorded a forward pass; use a new Operation for each call",
                  type_name(op));
     return nullptr;

@@ -17,14 +17,13 @@ namespace swpy::ops {
 
 namespace {
 
-// Output layout of a binary operation (compact over the broadcast shape)
-// and both operands' iteration leaves over it.
-int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::Layout* out, Leaves* la, Leaves* lb) {
+using sw::ops::Binary;
+
+// The engine's plan of a binary operation; shapes that do not broadcast are
+// a ValueError naming both.
+int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::ops::BinaryPlan* plan) {
   try {
-    sw::IntTree shape = sw::broadcast_shapes(a.L().shape(), b.L().shape());
-    *la = a.L().broadcast_to(shape).leaves();
-    *lb = b.L().broadcast_to(shape).leaves();
-    *out = sw::compact(shape);
+    *plan = sw::ops::plan_binary(a.L(), b.L());
     return 0;
   } catch (const std::invalid_argument& e) {
     PyErr_Format(PyExc_ValueError, "%s(): shapes %R and %R are not broadcast-compatible (%s)", op,
@@ -35,21 +34,16 @@ int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::Layou
   }
 }
 
-enum class Binary { Add, Mul };
-
 PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
-  sw::Layout out;
-  Leaves la, lb;
+  sw::ops::BinaryPlan plan;
   // Shapes are checked before a tiled operand's tiles are read.
-  if (broadcast_pair(a, b, op, &out, &la, &lb) < 0 || ready_operands(&a, &b, op) < 0) return nullptr;
-  const int64_t n = out.size();
+  if (broadcast_pair(a, b, op, &plan) < 0 || ready_operands(&a, &b, op) < 0) return nullptr;
+  const int64_t n = plan.out.size();
   if (a.host && b.host)
-    return host_forward(op, a, out, [&](void* data) {
-      if (kind == Binary::Add) K::add(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
-      else K::mul(a.dtype, a.at(), la, b.at(), lb, data, out.leaves());
-    });
+    return host_forward(op, a, plan.out,
+                        [&](void* data) { sw::ops::binary_host(kind, a.dtype, a.at(), b.at(), plan, data); });
   std::vector<int64_t> ia, ib;
-  if (index_list(la, ia) < 0 || index_list(lb, ib) < 0) return nullptr;
+  if (index_list(plan.a, ia) < 0 || index_list(plan.b, ib) < 0) return nullptr;
   Ref list = Ref::steal(PyList_New(n));
   if (!list) return nullptr;
   for (int64_t k = 0; k < n; ++k) {
@@ -61,7 +55,7 @@ PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
     if (!v) return nullptr;
     PyList_SET_ITEM(list.get(), k, v);
   }
-  return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), out, nullptr);
+  return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), plan.out, nullptr);
 }
 
 // ---------------------------------------------------------------- add
@@ -108,7 +102,7 @@ int scalar_value(DTypeCode dtype, PyObject* s, double* sd, long long* si) {
 }
 
 PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
-  if (a.dtype == DTypeCode::Int32 && !PyLong_Check(s)) {
+  if (!sw::ops::scalar_fits(a.dtype, PyLong_Check(s))) {
     PyErr_Format(PyExc_TypeError, "mul(): an Int32 tensor multiplies only by an int, not %.100s",
                  Py_TYPE(s)->tp_name);
     return nullptr;
@@ -116,20 +110,14 @@ PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
   if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
   Py_XSETREF(reinterpret_cast<MulOperationObject*>(self)->scalar, Py_NewRef(s));
   sw::Layout out;
-  if (forward_call("mul", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
+  if (forward_call("mul", [&] { out = sw::ops::unary_out(a.L()); }) < 0) return nullptr;
   const int64_t n = out.size();
   if (a.host) {
     double sd = 0;
     long long si = 0;
     if (scalar_value(a.dtype, s, &sd, &si) < 0) return nullptr;
-    return host_forward("mul", a, out, [&](void* data) {
-      if (a.dtype == DTypeCode::Float32)
-        K::mul_scalar_f32(static_cast<const float*>(a.at()), a.L().leaves(), sd, static_cast<float*>(data),
-                          out.leaves());
-      else
-        K::mul_scalar_i32(static_cast<const int32_t*>(a.at()), a.L().leaves(), si, static_cast<int32_t*>(data),
-                          out.leaves());
-    });
+    return host_forward("mul", a, out,
+                        [&](void* data) { sw::ops::mul_scalar_host(a.dtype, a.at(), a.L().leaves(), sd, si, data, out); });
   }
   std::vector<int64_t> ia;
   if (index_list(a.L().leaves(), ia) < 0) return nullptr;
@@ -166,44 +154,27 @@ PyObject* Mul_forward(PyObject* self, PyObject* args) {
 // Gradient of x for mul: g * other (other broadcast over g's extents, or the
 // scalar s when other is NULL), summed onto x's gradient layout.
 PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObject* s) {
-  const sw::Layout& xl = layout_of(as_tensor(xt)->layout);
-  sw::Layout gl;
-  Leaves lo, ly;
+  sw::ops::MulGradPlan p;
   if (backward_call("mul", [&] {
-        gl = sw::gradient_layout(xl);
-        if (other) ly = other->L().broadcast_to(g.L().shape()).leaves();
-        lo = sw::reduction_leaves(g.L(), xl, gl);
+        p = sw::ops::plan_mul_grad(g.L(), layout_of(as_tensor(xt)->layout), other ? &other->L() : nullptr);
       }) < 0)
     return nullptr;
-  // Leaves x had at extent 1 and g widened are summed over.
-  const bool reduce = sw::has_stride_zero(lo);
-  if (reduce && !other) {
-    PyErr_SetString(PyExc_ValueError, "mul backward: the gradient's shape does not match the input's shape");
-    return nullptr;
-  }
-  PyObject* lobj = grad_layout_object(xt, gl);
-  const int64_t cos = gl.cosize();
+  PyObject* lobj = grad_layout_object(xt, p.layout);
   if (g.host_f32() && (other ? other->host_f32() : true)) {
     double sd = 0;
     if (!other) {
       sd = PyFloat_AsDouble(s);
       if (sd == -1.0 && PyErr_Occurred()) return nullptr;
     }
-    return host_gradient("mul", g, gl, lobj, false, [&](void* out) {
-      const float* gp = static_cast<const float*>(g.at());
-      float* op = static_cast<float*>(out);
-      if (reduce)
-        K::mul_broadcast_backward(gp, g.L().leaves(), static_cast<const float*>(other->at()), ly, op, lo, cos);
-      else if (other)
-        K::mul(DTypeCode::Float32, gp, g.L().leaves(), other->at(), ly, op, lo);
-      else
-        K::mul_scalar_f32(gp, g.L().leaves(), sd, op, lo);
+    return host_gradient("mul", g, p, lobj, [&](float* out) {
+      sw::ops::mul_grad_host(p, static_cast<const float*>(g.at()), g.L().leaves(),
+                             other ? static_cast<const float*>(other->at()) : nullptr, sd, out);
     });
   }
   std::vector<int64_t> ig, iy, io;
-  if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;
-  if (other && index_list(ly, iy) < 0) return nullptr;
-  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  if (index_list(g.L().leaves(), ig) < 0 || index_list(p.target, io) < 0) return nullptr;
+  if (other && index_list(p.other, iy) < 0) return nullptr;
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, p.slots()));
   if (!list) return nullptr;
   for (size_t k = 0; k < ig.size(); ++k) {
     Ref gv = Ref::steal(get_slot(g, ig[k]));
@@ -212,7 +183,7 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
     if (!yv) return nullptr;
     if (list_accumulate(list.get(), io[k], PyNumber_Multiply(gv.get(), yv.get())) < 0) return nullptr;
   }
-  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), gl, lobj);
+  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), p.layout, lobj);
 }
 
 PyObject* Mul_backward(PyObject* self, PyObject* g) {

@@ -1,6 +1,7 @@
 // Operands, results and gradient helpers of the differentiable operations
 // (see ops_support.hpp).
 #include "autograd/ops_support.hpp"
+#include "autograd/graph.hpp"
 
 #include <cstdio>
 #include "dtype_object.hpp"
@@ -81,10 +82,7 @@ int compute_operand(PyObject* t, const char* op, Operand* o) {
     }
     host_path = PyType_IsSubtype(o->cls, &CPU_Type);
   }
-  const bool ok = host_path ? K::supports(o->dtype)
-                            : (o->dtype == DTypeCode::Any || o->dtype == DTypeCode::Floating ||
-                               o->dtype == DTypeCode::Float32 || o->dtype == DTypeCode::Int32);
-  if (!ok) {
+  if (!sw::ops::computes(o->dtype, host_path)) {
     PyErr_Format(PyExc_TypeError, "%s() does not support %s tensors", op, dtype_label(as_tensor(t)->dtype));
     return -1;
   }
@@ -92,7 +90,8 @@ int compute_operand(PyObject* t, const char* op, Operand* o) {
 }
 
 int check_pair(const Operand& a, const Operand& b, const char* op) {
-  if (a.cls != b.cls) {
+  const sw::ops::PairFit fit = sw::ops::pair_fit(a.cls == b.cls, a.dtype, b.dtype);
+  if (fit == sw::ops::PairFit::ClassDiffers) {
     if (a.tiled || b.tiled)
       PyErr_Format(PyExc_TypeError,
                    "%s() needs tensors of one carrier class (a TiledEvictable computes in its primary's class), "
@@ -104,7 +103,7 @@ int check_pair(const Operand& a, const Operand& b, const char* op) {
                    type_name(a.carrier), type_name(b.carrier));
     return -1;
   }
-  if (a.dtype != b.dtype || (a.dtype == DTypeCode::Compound)) {
+  if (fit == sw::ops::PairFit::DtypeDiffers) {
     PyErr_Format(PyExc_TypeError, "%s() needs tensors of one dtype, got %s and %s", op,
                  dtype_label(as_tensor(a.tensor)->dtype), dtype_label(as_tensor(b.tensor)->dtype));
     return -1;
@@ -231,22 +230,25 @@ PyObject* single(PyObject* a) {
 
 PyObject* saved_inputs(PyObject* self, Py_ssize_t n, const char* op) {
   OperationObject* o = reinterpret_cast<OperationObject*>(self);
-  if (!o->inputs) {
-    if (o->graph_freed)
+  const Py_ssize_t found = o->inputs ? PyTuple_GET_SIZE(o->inputs) : 0;
+  switch (sw::autograd::saved_inputs_state(o->inputs != nullptr, o->graph_freed, static_cast<size_t>(found),
+                                           static_cast<size_t>(n))) {
+    case sw::autograd::SavedState::Ok:
+      return o->inputs;
+    case sw::autograd::SavedState::Freed:
       PyErr_Format(PyExc_RuntimeError,
                    "%s backward: the graph was freed by an earlier backward pass; pass retain_graph=True to "
                    "backward more than once",
                    op);
-    else
+      return nullptr;
+    case sw::autograd::SavedState::NotRecorded:
       PyErr_Format(PyExc_RuntimeError, "%s backward: no forward pass was recorded", op);
-    return nullptr;
+      return nullptr;
+    case sw::autograd::SavedState::CountMismatch:
+      break;
   }
-  if (PyTuple_GET_SIZE(o->inputs) != n) {
-    PyErr_Format(PyExc_RuntimeError, "%s backward: expected %zd saved inputs, found %zd", op, n,
-                 PyTuple_GET_SIZE(o->inputs));
-    return nullptr;
-  }
-  return o->inputs;
+  PyErr_Format(PyExc_RuntimeError, "%s backward: expected %zd saved inputs, found %zd", op, n, found);
+  return nullptr;
 }
 
 PyObject* grad_layout_object(PyObject* x, const sw::Layout& gl) {
@@ -254,33 +256,22 @@ PyObject* grad_layout_object(PyObject* x, const sw::Layout& gl) {
 }
 
 PyObject* reduce_to(const Operand& g, PyObject* xt, const char* op) {
-  const sw::Layout& xl = layout_of(as_tensor(xt)->layout);
-  sw::Layout gl;
-  if (backward_call(op, [&] { gl = sw::gradient_layout(xl); }) < 0) return nullptr;
-  if (g.L() == gl) return Py_NewRef(g.tensor);
-  Leaves lo;
-  if (backward_call(op, [&] { lo = sw::reduction_leaves(g.L(), xl, gl); }) < 0) return nullptr;
-  PyObject* lobj = grad_layout_object(xt, gl);
-  const int64_t cos = gl.cosize();
-  if (g.host_f32()) {
-    // A plain relayout copies; only broadcast leaves need the summing pass
-    // (which writes every slot).
-    const bool reduce = sw::has_stride_zero(lo);
-    return host_gradient(op, g, gl, lobj, reduce, [&](void* out) {
-      if (reduce)
-        K::broadcast_sum_backward(static_cast<const float*>(g.at()), g.L().leaves(), static_cast<float*>(out), lo,
-                                  cos);
-      else
-        K::copy(DTypeCode::Float32, g.at(), g.L().leaves(), out, lo);
+  sw::ops::ReducePlan p;
+  if (backward_call(op, [&] { p = sw::ops::plan_reduce_to(g.L(), layout_of(as_tensor(xt)->layout)); }) < 0)
+    return nullptr;
+  if (p.passthrough) return Py_NewRef(g.tensor);
+  PyObject* lobj = grad_layout_object(xt, p.layout);
+  if (g.host_f32())
+    return host_gradient(op, g, p, lobj, [&](float* out) {
+      sw::ops::reduce_to_host(p, static_cast<const float*>(g.at()), g.L().leaves(), out);
     });
-  }
   std::vector<int64_t> ig, io;
-  if (index_list(g.L().leaves(), ig) < 0 || index_list(lo, io) < 0) return nullptr;
-  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  if (index_list(g.L().leaves(), ig) < 0 || index_list(p.target, io) < 0) return nullptr;
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, p.slots()));
   if (!list) return nullptr;
   for (size_t k = 0; k < ig.size(); ++k)
     if (list_accumulate(list.get(), io[k], get_slot(g, ig[k])) < 0) return nullptr;
-  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), gl, lobj);
+  return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), p.layout, lobj);
 }
 
 }  // namespace swpy::ops

@@ -1,6 +1,9 @@
 // Shared by the differentiable operations' files (ops_*.cpp): operands,
 // results on the two storage paths, and the gradient helpers.
 //
+// The rules, result layouts and gradient plans are the engine's
+// (csrc/engine/autograd/op_rules.hpp); both storage paths follow them.
+//
 // Storage paths. An operand whose carrier is native host memory (CPU) is
 // computed by the engine kernels (csrc/engine/kernels.hpp) straight on the
 // carrier's buffer; a Generic operand is computed value by value in Python
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "autograd/internal.hpp"
+#include "autograd/op_rules.hpp"
 #include "kernels.hpp"
 #include "autograd/autograd.hpp"
 #include "util/ref.hpp"
@@ -129,14 +133,13 @@ template <class Kernel>
 PyObject* host_forward(const char* op, const Operand& a, const sw::Layout& out, Kernel&& kernel) {
   return host_result(op, a.carrier, out.size(), a.dtype, false, out, nullptr, std::forward<Kernel>(kernel));
 }
-// A gradient: Float32 in g's class laid out as gl (cosize slots); the holes
-// of a gapped gl start zeroed unless the kernel writes every slot.
+// A gradient: Float32 in g's class laid out as the plan says (zero-filled
+// as it says), filled by kernel(float* out).
 template <class Kernel>
-PyObject* host_gradient(const char* op, const Operand& g, const sw::Layout& gl, PyObject* layout_obj,
-                        bool writes_every_slot, Kernel&& kernel) {
-  const bool zero = !writes_every_slot && gl.cosize() != gl.size();
-  return host_result(op, g.carrier, gl.cosize(), DTypeCode::Float32, zero, gl, layout_obj,
-                     std::forward<Kernel>(kernel));
+PyObject* host_gradient(const char* op, const Operand& g, const sw::ops::GradPlan& p, PyObject* layout_obj,
+                        Kernel&& kernel) {
+  return host_result(op, g.carrier, p.slots(), DTypeCode::Float32, p.zero_fill, p.layout, layout_obj,
+                     [&](void* out) { kernel(static_cast<float*>(out)); });
 }
 // Tensor over carrier (stolen) at offset 0 in layout l; layout_obj is used
 // when given (borrowed), else a new Layout object is built.

@@ -81,7 +81,7 @@ PyObject* Relu_forward(PyObject*, PyObject* args) {
   Operand a;
   if (compute_operand(x, "relu", &a) < 0 || ready_operands(&a, nullptr, "relu") < 0) return nullptr;
   sw::Layout out;
-  if (forward_call("relu", [&] { out = sw::compact(a.L().shape()); }) < 0) return nullptr;
+  if (forward_call("relu", [&] { out = sw::ops::unary_out(a.L()); }) < 0) return nullptr;
   if (!a.host) return relu_values(a, out);
   return host_forward("relu", a, out,
                       [&](void* data) { K::relu(a.dtype, a.at(), a.L().leaves(), data, out.leaves()); });
@@ -98,26 +98,20 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     return single(Py_NewRef(Py_None));
   }
   if (saved_values(x, "relu", &xo) < 0) return nullptr;
-  if (!(go.L().shape() == xo.L().shape())) {
-    PyErr_SetString(PyExc_ValueError, "relu backward: the gradient's shape does not match the input's shape");
-    return nullptr;
-  }
-  sw::Layout gl;
-  if (backward_call("relu", [&] { gl = sw::gradient_layout(xo.L()); }) < 0) return nullptr;
-  PyObject* lobj = grad_layout_object(x, gl);
-  const int64_t cos = gl.cosize();
+  sw::ops::GradPlan p;
+  if (backward_call("relu", [&] { p = sw::ops::plan_relu_grad(go.L(), xo.L()); }) < 0) return nullptr;
+  PyObject* lobj = grad_layout_object(x, p.layout);
   if (go.host_f32() && xo.host_f32())
-    return single(input_gradient(x, host_gradient("relu", go, gl, lobj, false, [&](void* out) {
-      K::relu_backward(static_cast<const float*>(go.at()), go.L().leaves(), static_cast<const float*>(xo.at()),
-                       xo.L().leaves(), static_cast<float*>(out), gl.leaves());
+    return single(input_gradient(x, host_gradient("relu", go, p, lobj, [&](float* out) {
+      sw::ops::relu_grad_host(p, static_cast<const float*>(go.at()), go.L().leaves(),
+                              static_cast<const float*>(xo.at()), xo.L().leaves(), out);
     }), "relu"));
   std::vector<int64_t> ig, ix, io;
-  if (index_list(go.L().leaves(), ig) < 0 || index_list(xo.L().leaves(), ix) < 0 ||
-      index_list(gl.leaves(), io) < 0)
+  if (index_list(go.L().leaves(), ig) < 0 || index_list(xo.L().leaves(), ix) < 0 || index_list(p.target, io) < 0)
     return nullptr;
   Ref zero = Ref::steal(PyLong_FromLong(0));
   if (!zero) return nullptr;
-  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, p.slots()));
   if (!list) return nullptr;
   for (size_t k = 0; k < ig.size(); ++k) {
     Ref xv = Ref::steal(get_slot(xo, ix[k]));
@@ -129,7 +123,8 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     if (!gv) return nullptr;
     list_store(list.get(), io[k], gv);
   }
-  return single(input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj), "relu"));
+  return single(
+      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj), "relu"));
 }
 
 // ---------------------------------------------------------------- reduce_sum
@@ -140,7 +135,7 @@ PyObject* ReduceSum_forward(PyObject*, PyObject* args) {
   Operand a;
   if (compute_operand(x, "reduce_sum", &a) < 0 || ready_operands(&a, nullptr, "reduce_sum") < 0) return nullptr;
   sw::Layout out;
-  if (forward_call("reduce_sum", [&] { out = sw::compact(sw::IntTree::node({})); }) < 0) return nullptr;
+  if (forward_call("reduce_sum", [&] { out = sw::ops::reduction_out(); }) < 0) return nullptr;
   if (a.host)
     return host_forward("reduce_sum", a, out,
                         [&](void* data) { K::reduce_sum(a.dtype, a.at(), a.L().leaves(), data); });
@@ -165,34 +160,24 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   if (cotangent_operand(g, "reduce_sum", &go) < 0) return nullptr;
   PyObject* x = PyTuple_GET_ITEM(in, 0);
   if (!differentiable(x)) return single(Py_NewRef(Py_None));
-  if (go.L().size() != 1) {
-    PyErr_SetString(PyExc_ValueError, "reduce_sum backward: the gradient must hold exactly one element");
+  sw::ops::FillPlan p;
+  if (backward_call("reduce_sum",
+                    [&] { p = sw::ops::plan_reduce_sum_grad(go.L(), layout_of(as_tensor(x)->layout)); }) < 0)
     return nullptr;
-  }
-  const sw::Layout& xl = layout_of(as_tensor(x)->layout);
-  sw::Layout gl;
-  Leaves fill;  // the one cotangent value repeated over x's extents
-  if (backward_call("reduce_sum", [&] {
-        gl = sw::gradient_layout(xl);
-        fill = sw::broadcast_one(gl.leaves());
-      }) < 0)
-    return nullptr;
-  PyObject* lobj = grad_layout_object(x, gl);
-  const int64_t cos = gl.cosize();
-  const int64_t g0 = go.L().index_of_ordinal(0);
+  PyObject* lobj = grad_layout_object(x, p.layout);
   if (go.host_f32())
-    return single(input_gradient(x, host_gradient("reduce_sum", go, gl, lobj, false, [&](void* out) {
-      K::copy(DTypeCode::Float32, static_cast<const float*>(go.at()) + g0, fill, out, gl.leaves());
+    return single(input_gradient(x, host_gradient("reduce_sum", go, p, lobj, [&](float* out) {
+      sw::ops::reduce_sum_grad_host(p, static_cast<const float*>(go.at()), out);
     }), "reduce_sum"));
   std::vector<int64_t> io;
-  if (index_list(gl.leaves(), io) < 0) return nullptr;
-  Ref v = Ref::steal(get_slot(go, g0));
+  if (index_list(p.target, io) < 0) return nullptr;
+  Ref v = Ref::steal(get_slot(go, p.source));
   if (!v) return nullptr;
-  Ref list = Ref::steal(zero_list(DTypeCode::Floating, cos));
+  Ref list = Ref::steal(zero_list(DTypeCode::Floating, p.slots()));
   if (!list) return nullptr;
   for (int64_t slot : io) list_store(list.get(), slot, v.new_ref());
   return single(
-      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), gl, lobj), "reduce_sum"));
+      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj), "reduce_sum"));
 }
 
 }  // namespace
