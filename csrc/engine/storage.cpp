@@ -24,8 +24,11 @@ namespace {
 // same size is freed and allocated again (a move frees its source and the
 // next one allocates its destination), where memalign's split chunks were
 // not: every move then faulted in fresh heap pages.
-void* heap_aligned(size_t bytes) {
-  auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kStorageAlignment));
+// Zeroed buffers come from calloc, which skips the memset for memory fresh
+// from the kernel (as np.zeros does).
+void* heap_aligned(size_t bytes, bool zero) {
+  auto* raw = static_cast<unsigned char*>(zero ? std::calloc(1, bytes + kStorageAlignment)
+                                               : std::malloc(bytes + kStorageAlignment));
   if (!raw) throw std::bad_alloc();
   const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + kStorageAlignment) & ~uintptr_t(kStorageAlignment - 1);
   auto* p = reinterpret_cast<unsigned char*>(a);
@@ -142,8 +145,15 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     padded_ = padded;
     return;
   }
-  void* p = heap_aligned(padded);
-  if (zero) std::memset(p, 0, padded);
+  void* p = heap_aligned(padded, zero);
+#ifdef MADV_HUGEPAGE
+  if (kUseMappings && padded >= kHugeAdviceBytes) {
+    // Advisory, on the whole pages inside the buffer: failure is harmless.
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + 4095) & ~uintptr_t(4095);
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + padded) & ~uintptr_t(4095);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  }
+#endif
   data_ = p;
   bytes_ = bytes;
   padded_ = padded;

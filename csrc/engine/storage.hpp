@@ -78,10 +78,15 @@ class AlignedBuffer {
 };
 
 // Buffers of at least this many bytes are anonymous mappings: the kernel
-// hands out zeroed pages lazily (no memset), and transparent huge pages are
-// requested, which cuts page-fault and unmap cost for the large spans moves
-// and exports deal in (NumPy does the same above 4 MiB).
-constexpr size_t kMappedThreshold = size_t(4) << 20;
+// hands out zeroed pages lazily (no memset), transparent huge pages are
+// requested, and release() gives the memory back at once. Smaller ones come
+// from the heap, where a buffer freed by one move is reused by the next
+// allocation of its size without faulting fresh pages in (glibc keeps up to
+// 32 MiB chunks on its heap once one was freed, which is what NumPy's fresh
+// arrays get); heap buffers from kHugeAdviceBytes up are advised huge pages,
+// as NumPy advises its own.
+constexpr size_t kMappedThreshold = size_t(16) << 20;
+constexpr size_t kHugeAdviceBytes = size_t(4) << 20;
 
 // Slots in a binary file. Throws std::system_error on I/O failure.
 class FileStorage {
