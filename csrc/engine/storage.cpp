@@ -2,6 +2,7 @@
 #include "storage.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <system_error>
 
@@ -57,6 +59,82 @@ void close_descriptor(int fd, bool later) noexcept {
   ::close(fd);
 }
 
+// Recently freed heap buffers, kept for the next allocation of the same
+// padded size: a move frees its source and the next one allocates a
+// destination of that size, which then needs no fresh pages (on a VM a
+// 4 KiB page fault costs about a microsecond: 256 of them per MiB). glibc
+// reuses such chunks too, but trims the heap top or maps each chunk afresh
+// depending on the order of frees. Bounded (kReuseCacheBytes in all, the
+// oldest go first); never-exported buffers only; not under ASan, whose
+// quarantine must see every free.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kReuseBuffers = false;
+#else
+constexpr bool kReuseBuffers = true;
+#endif
+
+class ReuseCache {
+ public:
+  // A cached buffer of exactly `padded` bytes, or null.
+  void* take(size_t padded) noexcept {
+    std::lock_guard<std::mutex> lk(m_);
+    for (size_t i = count_; i-- > 0;) {
+      if (slots_[i].padded != padded) continue;
+      void* p = slots_[i].data;
+      erase(i);
+      return p;
+    }
+    return nullptr;
+  }
+  // Keeps data (padded bytes) for reuse; false when it does not fit.
+  bool put(void* data, size_t padded) noexcept {
+    if (padded < kReuseMinBytes || padded > kReuseCacheBytes) return false;
+    void* evicted[kSlots];
+    size_t n_evicted = 0;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      while (count_ > 0 && (count_ == kSlots || bytes_ + padded > kReuseCacheBytes)) {
+        evicted[n_evicted++] = slots_[0].data;
+        erase(0);
+      }
+      slots_[count_++] = Slot{data, padded};
+      bytes_ += padded;
+    }
+    for (size_t i = 0; i < n_evicted; ++i) heap_free(evicted[i]);
+    return true;
+  }
+  // fork(): the child gets the lock free (prepare takes it, both sides give
+  // it back), and the cached buffers, which are its memory too.
+  void lock() { m_.lock(); }
+  void unlock() { m_.unlock(); }
+
+ private:
+  static constexpr size_t kSlots = 8;
+  struct Slot {
+    void* data;
+    size_t padded;
+  };
+  void erase(size_t i) noexcept {
+    bytes_ -= slots_[i].padded;
+    for (size_t k = i + 1; k < count_; ++k) slots_[k - 1] = slots_[k];
+    --count_;
+  }
+  std::mutex m_;
+  Slot slots_[kSlots] = {};
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Never destroyed: buffers may be freed during static destruction.
+ReuseCache& reuse_cache() {
+  static ReuseCache* cache = [] {
+    auto* c = new ReuseCache;
+    pthread_atfork([] { reuse_cache().lock(); }, [] { reuse_cache().unlock(); }, [] { reuse_cache().unlock(); });
+    return c;
+  }();
+  return *cache;
+}
+
 [[noreturn]] void throw_errno(int err, const std::string& what) {
   throw std::system_error(err, std::generic_category(), what);
 }
@@ -66,6 +144,12 @@ void free_range(void* data, size_t mapped) noexcept {
     ::munmap(data, mapped);
   else
     heap_free(data);
+}
+
+// Frees an owner's range that was never exported (a candidate for reuse).
+void free_owned(void* data, size_t padded, size_t mapped) noexcept {
+  if (!mapped && kReuseBuffers && reuse_cache().put(data, padded)) return;
+  free_range(data, mapped);
 }
 
 // Makes a range that exports still address read as zeros and gives its
@@ -161,6 +245,15 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     padded_ = padded;
     return;
   }
+  if (kReuseBuffers && padded >= kReuseMinBytes) {
+    if (void* p = reuse_cache().take(padded)) {
+      if (zero) std::memset(p, 0, padded);
+      data_ = p;
+      bytes_ = bytes;
+      padded_ = padded;
+      return;
+    }
+  }
   void* p = heap_aligned(padded, zero);
 #ifdef MADV_HUGEPAGE
   if (kUseMappings && padded >= kHugeAdviceBytes) {
@@ -184,7 +277,7 @@ void AlignedBuffer::release() {
       if (ctl->refs.load(std::memory_order_acquire) > 1) retire_range(data_, padded_, mapped_);
       drop_export_ref(ctl);
     } else {
-      free_range(data_, mapped_);
+      free_owned(data_, padded_, mapped_);
     }
   }
   data_ = nullptr;

@@ -87,6 +87,11 @@ class AlignedBuffer {
 // as NumPy advises its own.
 constexpr size_t kMappedThreshold = size_t(16) << 20;
 constexpr size_t kHugeAdviceBytes = size_t(4) << 20;
+// Heap buffers of kReuseMinBytes up that their owner frees (never exported)
+// are kept for the next allocation of the same size, up to kReuseCacheBytes
+// in all (storage.cpp, ReuseCache).
+constexpr size_t kReuseMinBytes = size_t(128) << 10;
+constexpr size_t kReuseCacheBytes = size_t(8) << 20;
 
 // A removed file of at least this many bytes is closed on a worker thread
 // (see FileStorage::close_and_unlink): below it the close costs less than
