@@ -16,8 +16,6 @@
 #include <new>
 #include <system_error>
 
-#include "executor.hpp"
-
 namespace sw {
 
 namespace {
@@ -43,20 +41,6 @@ void* heap_aligned(size_t bytes, bool zero) {
 void heap_free(void* data) {
   auto* p = static_cast<unsigned char*>(data);
   std::free(p - p[-1]);
-}
-
-// Closes fd on a worker when `later` (falling back to this thread when no
-// worker can take it). No EINTR retry: on Linux the descriptor is gone
-// either way.
-void close_descriptor(int fd, bool later) noexcept {
-  if (later) {
-    try {
-      submit([fd] { ::close(fd); });
-      return;
-    } catch (...) {
-    }
-  }
-  ::close(fd);
 }
 
 // Recently freed heap buffers, kept for the next allocation of the same
@@ -348,19 +332,18 @@ void FileStorage::write(int64_t offset, const void* src, int64_t n) {
 }
 
 void FileStorage::close_and_unlink() {
-  // The name goes first, while the descriptor still holds the inode: that
-  // unlink only drops a directory entry. Freeing the file's blocks and page
-  // cache, which grows with its size, then happens at the last close, and
-  // for a large file that close runs on a worker so a move's release of its
-  // FileBacked source does not wait for it. The file is gone from the file
-  // system either way when this returns.
+  // Closed first, then removed: with no descriptor left the unlink frees the
+  // inode at once. (Removing it while still open puts it on ext4's orphan
+  // list, one more journal update; closing such a file on a worker instead
+  // was measured slower: the worker's inode teardown and the next move's
+  // unlink contend for the journal.)
+  if (fd_ >= 0) {
+    ::close(fd_);  // no EINTR retry: on Linux the descriptor is gone either way
+    fd_ = -1;
+  }
   if (!path_.empty()) {
     ::unlink(path_.c_str());  // best effort: already gone is fine
     path_.clear();
-  }
-  if (fd_ >= 0) {
-    close_descriptor(fd_, bytes_ >= kDeferredCloseBytes);
-    fd_ = -1;
   }
   bytes_ = 0;
 }
