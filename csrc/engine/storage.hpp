@@ -93,6 +93,10 @@ constexpr size_t kHugeAdviceBytes = size_t(4) << 20;
 constexpr size_t kReuseMinBytes = size_t(128) << 10;
 constexpr size_t kReuseCacheBytes = size_t(8) << 20;
 
+// A removed file of at least this many bytes is closed on a worker thread
+// (see FileStorage::close_and_unlink); smaller ones on the calling thread.
+constexpr int64_t kDeferredCloseBytes = int64_t(32) << 20;
+
 // Slots in a binary file. Throws std::system_error on I/O failure.
 class FileStorage {
  public:
@@ -111,7 +115,8 @@ class FileStorage {
   void resize(int64_t bytes);
   void read(int64_t offset, void* dst, int64_t n) const;
   void write(int64_t offset, const void* src, int64_t n);
-  // Closes the descriptor and removes the file; idempotent.
+  // Closes the descriptor and removes the file (a large file's descriptor is
+  // closed on a worker just after, see kDeferredCloseBytes); idempotent.
   void close_and_unlink();
   // Closes the descriptor but leaves the file (a forked child's copy of its
   // parent's storage); idempotent.

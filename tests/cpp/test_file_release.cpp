@@ -1,5 +1,7 @@
-// FileStorage::close_and_unlink: the file is gone from the file system and
-// its descriptor closed when the call returns, whatever its size.
+// FileStorage::close_and_unlink: the file is gone from the file system when
+// the call returns, whatever its size; its descriptor is closed by then too,
+// except a file of kDeferredCloseBytes up, whose descriptor a worker closes
+// shortly after.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -7,8 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "storage.hpp"
@@ -83,6 +87,28 @@ TEST(FileRelease, LargeFileIsRemovedAndClosedAtOnce) {
   f.close_and_unlink();  // idempotent
 }
 
+TEST(FileRelease, VeryLargeFileIsRemovedAtOnceAndClosedSoonAfter) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("huge.bin");
+  const int fd = probe_next_fd();
+  sw::FileStorage f;
+  f.create(p);
+  f.resize(sw::kDeferredCloseBytes);  // sparse: only the size counts
+  f.write(sw::kDeferredCloseBytes - 4, "abcd", 4);
+  f.close_and_unlink();
+  EXPECT_FALSE(exists(p)) << "the name must be gone when close_and_unlink returns";
+  EXPECT_FALSE(f.is_open());
+  EXPECT_EQ(f.bytes(), 0);
+  bool closed = false;
+  for (int k = 0; k < 2000 && !closed; ++k) {
+    closed = !fd_open(fd);
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(closed) << "the worker never closed the descriptor";
+  f.close_and_unlink();  // idempotent
+}
+
 TEST(FileRelease, DestructorRemovesALargeFile) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
@@ -90,7 +116,7 @@ TEST(FileRelease, DestructorRemovesALargeFile) {
   {
     sw::FileStorage f;
     f.create(p);
-    fill(f, int64_t(1) << 20);
+    f.resize(sw::kDeferredCloseBytes);
   }
   EXPECT_FALSE(exists(p));
 }
