@@ -33,7 +33,9 @@ Cases
   sweep       (--sweep, or --only-sweep; benchmarks/sweep.py) sizes 4 KiB,
               64 KiB, 256 KiB, 4 MiB, 64 MiB, 256 MiB (and 1 GiB with --gib):
               blocking move CPU->CPU vs np.copyto into a fresh np.empty and
-              torch clone(); move_async return time vs a 4 KiB torch clone;
+              torch clone(); move_async return time vs a 4 KiB torch clone
+              (hot, and timed right after the same preparation, which evicts
+              the caches the call runs from);
               CPU->FileBacked vs ndarray.tofile and FileBacked->CPU vs
               np.fromfile; then the DLPack rows with torch as a third column
               and tvm_ffi.from_dlpack(t) (the C exchange API) vs

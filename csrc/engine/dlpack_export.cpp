@@ -1,8 +1,10 @@
 // DLPack managed-tensor construction: one block per managed tensor (see
-// dlpack_export.hpp). Plain malloc/free on purpose: the deleter may run on a
-// thread without the GIL, where the Python allocator must not be used.
+// dlpack_export.hpp). Plain malloc/free on purpose (behind a per-thread
+// free list): the deleter may run on a thread without the GIL, where the
+// Python allocator must not be used.
 #include "dlpack_export.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
@@ -24,6 +26,86 @@ struct BlockLayout {
   static_assert(alignof(ExportContext) <= alignof(std::max_align_t), "malloc alignment suffices");
 };
 
+// Blocks of up to kCachedDims dimensions share one size and are recycled
+// through a per-thread free list: a consumer that keeps many capsules alive
+// at once (a list of exports) otherwise sends every malloc past glibc's
+// per-thread cache to its slower bins. Freed blocks go to the freeing
+// thread's list (deleters run on any thread), at most kCachedBlocks each;
+// a thread's list is freed when the thread exits. Not under ASan, which
+// must see every free.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRecycleBlocks = false;
+#else
+constexpr bool kRecycleBlocks = true;
+#endif
+constexpr size_t kCachedDims = 8;
+constexpr size_t kCachedBlockBytes =
+    std::max(BlockLayout<DLManagedTensor>::kArrays, BlockLayout<DLManagedTensorVersioned>::kArrays) +
+    2 * kCachedDims * sizeof(int64_t);
+constexpr size_t kCachedBlocks = 1024;
+
+// The free list links blocks through their first word. Its state is one
+// trivial thread-local (one TLS lookup per call); the reaper, whose
+// destructor frees the list when the thread exits, is touched once per
+// thread, when the list first gets a block. `gone` is set by the reaper
+// (the state itself is trivially destructible, so it stays readable while
+// other thread-local destructors free capsules): from then on blocks go
+// straight to free().
+struct FreeBlock {
+  FreeBlock* next;
+};
+struct BlockList {
+  FreeBlock* head;
+  size_t count;
+  bool gone;
+  bool armed;
+};
+thread_local BlockList t_list = {nullptr, 0, false, false};
+
+struct Reaper {
+  ~Reaper() {
+    BlockList& l = t_list;
+    l.gone = true;
+    while (FreeBlock* b = l.head) {
+      l.head = b->next;
+      std::free(b);
+    }
+    l.count = 0;
+  }
+};
+
+void arm_reaper(BlockList& l) noexcept {
+  thread_local Reaper reaper;
+  (void)reaper;
+  l.armed = true;
+}
+
+void* alloc_block(size_t ndim, size_t bytes) noexcept {
+  if (!kRecycleBlocks || ndim > kCachedDims) return std::malloc(bytes);
+  BlockList& l = t_list;
+  if (FreeBlock* b = l.head) {
+    l.head = b->next;
+    --l.count;
+    return b;
+  }
+  return std::malloc(kCachedBlockBytes);
+}
+
+void free_block(void* block, size_t ndim) noexcept {
+  if (kRecycleBlocks && ndim <= kCachedDims) {
+    BlockList& l = t_list;
+    if (!l.gone && l.count < kCachedBlocks) {
+      if (!l.armed) arm_reaper(l);
+      auto* b = static_cast<FreeBlock*>(block);
+      b->next = l.head;
+      l.head = b;
+      ++l.count;
+      return;
+    }
+  }
+  std::free(block);
+}
+
 // Allocates and fills the common parts; returns the block or nullptr.
 template <class T>
 T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTensor** tensor_out) noexcept {
@@ -31,7 +113,7 @@ T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTens
   const size_t n = spec.leaves.size();
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return nullptr;
   if (n > (std::numeric_limits<size_t>::max() - L::kArrays) / (2 * sizeof(int64_t))) return nullptr;
-  auto* bytes = static_cast<unsigned char*>(std::malloc(L::kArrays + 2 * n * sizeof(int64_t)));
+  auto* bytes = static_cast<unsigned char*>(alloc_block(n, L::kArrays + 2 * n * sizeof(int64_t)));
   if (!bytes) return nullptr;
   T* self = new (bytes) T{};
   auto* ctx = new (bytes + L::kCtx) ExportContext{};
@@ -70,7 +152,7 @@ void destroy(void* block, ExportContext* ctx) noexcept {
   void* owner = ctx->owner;
   OwnerRelease release_owner = ctx->release_owner;
   StorageControl* storage = ctx->storage;
-  std::free(block);
+  free_block(block, static_cast<size_t>(ctx->ndim));
   drop_export_ref(storage);
   if (release_owner) release_owner(owner);
 }

@@ -2,6 +2,7 @@
 #include "storage.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,8 +12,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <system_error>
+
+#include "executor.hpp"
 
 namespace sw {
 
@@ -24,8 +28,11 @@ namespace {
 // same size is freed and allocated again (a move frees its source and the
 // next one allocates its destination), where memalign's split chunks were
 // not: every move then faulted in fresh heap pages.
-void* heap_aligned(size_t bytes) {
-  auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kStorageAlignment));
+// Zeroed buffers come from calloc, which skips the memset for memory fresh
+// from the kernel (as np.zeros does).
+void* heap_aligned(size_t bytes, bool zero) {
+  auto* raw = static_cast<unsigned char*>(zero ? std::calloc(1, bytes + kStorageAlignment)
+                                               : std::malloc(bytes + kStorageAlignment));
   if (!raw) throw std::bad_alloc();
   const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + kStorageAlignment) & ~uintptr_t(kStorageAlignment - 1);
   auto* p = reinterpret_cast<unsigned char*>(a);
@@ -38,6 +45,92 @@ void heap_free(void* data) {
   std::free(p - p[-1]);
 }
 
+// Recently freed heap buffers, kept for the next allocation of the same
+// padded size: a move frees its source and the next one allocates a
+// destination of that size, which then needs no fresh pages (on a VM a
+// 4 KiB page fault costs about a microsecond: 256 of them per MiB). glibc
+// reuses such chunks too, but trims the heap top or maps each chunk afresh
+// depending on the order of frees. Bounded (kReuseCacheBytes in all, the
+// oldest go first); never-exported buffers only; not under ASan, whose
+// quarantine must see every free.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kReuseBuffers = false;
+#else
+constexpr bool kReuseBuffers = true;
+#endif
+
+class ReuseCache {
+ public:
+  // A cached buffer of exactly `padded` bytes, or null.
+  void* take(size_t padded) noexcept {
+    std::lock_guard<std::mutex> lk(m_);
+    for (size_t i = count_; i-- > 0;) {
+      if (slots_[i].padded != padded) continue;
+      void* p = slots_[i].data;
+      erase(i);
+      return p;
+    }
+    return nullptr;
+  }
+  // Keeps data (padded bytes) for reuse; false when it does not fit.
+  bool put(void* data, size_t padded) noexcept {
+    if (padded < kReuseMinBytes || padded > kReuseCacheBytes) return false;
+    void* evicted[kSlots];
+    size_t n_evicted = 0;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      while (count_ > 0 && (count_ == kSlots || bytes_ + padded > kReuseCacheBytes)) {
+        evicted[n_evicted++] = slots_[0].data;
+        erase(0);
+      }
+      slots_[count_++] = Slot{data, padded};
+      bytes_ += padded;
+    }
+    for (size_t i = 0; i < n_evicted; ++i) heap_free(evicted[i]);
+    return true;
+  }
+  // fork(): the child gets the lock free (prepare takes it, both sides give
+  // it back), and the cached buffers, which are its memory too.
+  void lock() { m_.lock(); }
+  void unlock() { m_.unlock(); }
+
+ private:
+  static constexpr size_t kSlots = 8;
+  struct Slot {
+    void* data;
+    size_t padded;
+  };
+  void erase(size_t i) noexcept {
+    bytes_ -= slots_[i].padded;
+    for (size_t k = i + 1; k < count_; ++k) slots_[k - 1] = slots_[k];
+    --count_;
+  }
+  std::mutex m_;
+  Slot slots_[kSlots] = {};
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Never destroyed: buffers may be freed during static destruction.
+ReuseCache& reuse_cache() {
+  static ReuseCache* cache = [] {
+    auto* c = new ReuseCache;
+    pthread_atfork([] { reuse_cache().lock(); }, [] { reuse_cache().unlock(); }, [] { reuse_cache().unlock(); });
+    return c;
+  }();
+  return *cache;
+}
+
+// Closes fd on a worker (on this thread when no worker can take it).
+void close_later(int fd) noexcept {
+  try {
+    submit([fd] { ::close(fd); });
+    return;
+  } catch (...) {
+  }
+  ::close(fd);
+}
+
 [[noreturn]] void throw_errno(int err, const std::string& what) {
   throw std::system_error(err, std::generic_category(), what);
 }
@@ -47,6 +140,12 @@ void free_range(void* data, size_t mapped) noexcept {
     ::munmap(data, mapped);
   else
     heap_free(data);
+}
+
+// Frees an owner's range that was never exported (a candidate for reuse).
+void free_owned(void* data, size_t padded, size_t mapped) noexcept {
+  if (!mapped && kReuseBuffers && reuse_cache().put(data, padded)) return;
+  free_range(data, mapped);
 }
 
 // Makes a range that exports still address read as zeros and gives its
@@ -142,8 +241,24 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     padded_ = padded;
     return;
   }
-  void* p = heap_aligned(padded);
-  if (zero) std::memset(p, 0, padded);
+  if (kReuseBuffers && padded >= kReuseMinBytes) {
+    if (void* p = reuse_cache().take(padded)) {
+      if (zero) std::memset(p, 0, padded);
+      data_ = p;
+      bytes_ = bytes;
+      padded_ = padded;
+      return;
+    }
+  }
+  void* p = heap_aligned(padded, zero);
+#ifdef MADV_HUGEPAGE
+  if (kUseMappings && padded >= kHugeAdviceBytes) {
+    // Advisory, on the whole pages inside the buffer: failure is harmless.
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + 4095) & ~uintptr_t(4095);
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + padded) & ~uintptr_t(4095);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  }
+#endif
   data_ = p;
   bytes_ = bytes;
   padded_ = padded;
@@ -158,7 +273,7 @@ void AlignedBuffer::release() {
       if (ctl->refs.load(std::memory_order_acquire) > 1) retire_range(data_, padded_, mapped_);
       drop_export_ref(ctl);
     } else {
-      free_range(data_, mapped_);
+      free_owned(data_, padded_, mapped_);
     }
   }
   data_ = nullptr;
@@ -229,6 +344,23 @@ void FileStorage::write(int64_t offset, const void* src, int64_t n) {
 }
 
 void FileStorage::close_and_unlink() {
+  if (fd_ >= 0 && bytes_ >= kDeferredCloseBytes) {
+    // A large file: the name goes now (the open descriptor keeps the inode),
+    // and the close, which frees its blocks and page cache at a cost that
+    // grows with its size (milliseconds from tens of MiB), runs on a worker.
+    // The file is gone from the file system when this returns.
+    if (!path_.empty()) ::unlink(path_.c_str());
+    path_.clear();
+    close_later(fd_);
+    fd_ = -1;
+    bytes_ = 0;
+    return;
+  }
+  // Closed first, then removed: with no descriptor left the unlink frees the
+  // inode at once (removing an open file puts it on ext4's orphan list, one
+  // more journal update). Below kDeferredCloseBytes that teardown costs less
+  // than a hand-off, and a burst of worker closes was measured to contend
+  // with the next move's unlink for the journal.
   if (fd_ >= 0) {
     ::close(fd_);  // no EINTR retry: on Linux the descriptor is gone either way
     fd_ = -1;

@@ -78,10 +78,24 @@ class AlignedBuffer {
 };
 
 // Buffers of at least this many bytes are anonymous mappings: the kernel
-// hands out zeroed pages lazily (no memset), and transparent huge pages are
-// requested, which cuts page-fault and unmap cost for the large spans moves
-// and exports deal in (NumPy does the same above 4 MiB).
-constexpr size_t kMappedThreshold = size_t(4) << 20;
+// hands out zeroed pages lazily (no memset), transparent huge pages are
+// requested, and release() gives the memory back at once. Smaller ones come
+// from the heap, where a buffer freed by one move is reused by the next
+// allocation of its size without faulting fresh pages in (glibc keeps up to
+// 32 MiB chunks on its heap once one was freed, which is what NumPy's fresh
+// arrays get); heap buffers from kHugeAdviceBytes up are advised huge pages,
+// as NumPy advises its own.
+constexpr size_t kMappedThreshold = size_t(16) << 20;
+constexpr size_t kHugeAdviceBytes = size_t(4) << 20;
+// Heap buffers of kReuseMinBytes up that their owner frees (never exported)
+// are kept for the next allocation of the same size, up to kReuseCacheBytes
+// in all (storage.cpp, ReuseCache).
+constexpr size_t kReuseMinBytes = size_t(128) << 10;
+constexpr size_t kReuseCacheBytes = size_t(8) << 20;
+
+// A removed file of at least this many bytes is closed on a worker thread
+// (see FileStorage::close_and_unlink); smaller ones on the calling thread.
+constexpr int64_t kDeferredCloseBytes = int64_t(32) << 20;
 
 // Slots in a binary file. Throws std::system_error on I/O failure.
 class FileStorage {
@@ -101,7 +115,8 @@ class FileStorage {
   void resize(int64_t bytes);
   void read(int64_t offset, void* dst, int64_t n) const;
   void write(int64_t offset, const void* src, int64_t n);
-  // Closes the descriptor and removes the file; idempotent.
+  // Closes the descriptor and removes the file (a large file's descriptor is
+  // closed on a worker just after, see kDeferredCloseBytes); idempotent.
   void close_and_unlink();
   // Closes the descriptor but leaves the file (a forked child's copy of its
   // parent's storage); idempotent.

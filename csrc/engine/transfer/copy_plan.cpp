@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "file_io.hpp"
 #include "strided_copy.hpp"
@@ -15,6 +16,28 @@ using Kind = CopyEndpoint::Kind;
 
 bool same_native_item(const CopyEndpoint& a, const CopyEndpoint& b) {
   return a.itemsize > 0 && a.itemsize == b.itemsize;
+}
+
+// True when the layout maps its coordinates one to one onto slots
+// [0, size): its modes (extent-1 ones aside), taken by increasing stride,
+// pack each other without gaps or overlap. Such a layout's logical copy
+// into the same layout is exactly the copy of that span.
+bool packs_its_span(const std::vector<LeafMode>& leaves) {
+  LeafMode modes[8];
+  size_t n = 0;
+  for (const LeafMode& m : leaves) {
+    if (m.extent == 1) continue;
+    if (m.extent < 1 || m.stride < 1 || n == 8) return false;
+    modes[n++] = m;
+  }
+  for (size_t k = 1; k < n; ++k)  // insertion sort by stride: at most 8 modes
+    for (size_t j = k; j > 0 && modes[j].stride < modes[j - 1].stride; --j) std::swap(modes[j], modes[j - 1]);
+  int64_t expected = 1;
+  for (size_t k = 0; k < n; ++k) {
+    if (modes[k].stride != expected) return false;
+    expected *= modes[k].extent;
+  }
+  return true;
 }
 
 }  // namespace
@@ -60,6 +83,8 @@ CopyPlan CopyPlan::logical(const CopyEndpoint& src, int64_t src_offset, const La
     const auto& sl = src_layout.leaves();
     const auto& dl = dst_layout.leaves();
     if (sl.size() != dl.size()) return CopyPlan();
+    // The common case (a dense tensor into the same layout) is one memmove.
+    if (sl == dl && packs_its_span(sl)) return span(src, src_offset, dst, dst_offset, src_layout.size());
     CopyPlan p;
     p.kind_ = CopyPlanKind::HostStrided;
     p.src_ = src;

@@ -1,6 +1,8 @@
-// Running one copy plan on several threads: the calling thread runs one
-// piece and the executor's workers the others (CopyPlan::split decides the
-// pieces), so a large host copy uses every core the pool keeps.
+// Running one copy plan on several threads: the plan is cut into chunks
+// (CopyPlan::split decides the cuts) that the calling thread and the
+// executor's workers claim one at a time, so a large host copy uses every
+// core the pool keeps, and a worker that starts late (busy machine) only
+// takes what is left instead of holding the caller up.
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -9,14 +11,22 @@
 
 namespace sw {
 
-// Below this many bytes a piece costs more to hand over (a worker must be
-// scheduled, which on a busy machine takes milliseconds) than it saves.
-constexpr int64_t kMinParallelPieceBytes = int64_t(16) << 20;
+// Chunks are at least this large: a smaller one costs more in hand-over and
+// cache misses on the shared counter than a second core saves, and every
+// chunk boundary may split a transparent huge page between two threads.
+constexpr int64_t kMinParallelPieceBytes = int64_t(4) << 20;
+// Chunks per participating thread: enough that a thread that starts late or
+// runs slow (a shared core) leaves its share to the others.
+constexpr int kChunksPerWay = 4;
+// ... and at most this large, so the last chunks even out the threads.
+constexpr int64_t kMaxParallelChunkBytes = int64_t(8) << 20;
 
-// Runs plan split into at most `ways` pieces (<= 0: the executor's core
-// thread count) of at least min_piece_bytes, and returns once every piece
-// has finished: what the first failing piece threw, or null. Never throws;
-// a piece that cannot be handed to a worker runs on this thread.
+// Runs plan on up to `ways` threads (<= 0: the executor's core thread
+// count): this thread plus ways - 1 workers, in chunks of at least
+// min_piece_bytes claimed in order. Plans under two chunks, or ways < 2, run
+// on this thread alone. Returns once every chunk has finished: what the
+// first failing chunk threw, or null. Never throws; when no worker can be
+// started this thread copies everything.
 std::exception_ptr run_parallel_captured(const CopyPlan& plan, int ways = 0,
                                          int64_t min_piece_bytes = kMinParallelPieceBytes) noexcept;
 

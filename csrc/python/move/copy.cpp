@@ -11,6 +11,7 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "transfer/parallel_copy.hpp"
+#include "executor.hpp"
 
 namespace swpy::move_internal {
 
@@ -95,7 +96,12 @@ int run_plan_locked(const sw::CopyPlan& plan) {
   return failure ? raise_engine_exception(failure) : 0;
 }
 
-std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept { return sw::run_parallel_captured(plan); }
+std::exception_ptr run_plan_parallel(const sw::CopyPlan& plan) noexcept {
+  // The thread that submitted the move goes on running: it keeps one core,
+  // the worker and its helpers take the others.
+  const int ways = static_cast<int>(sw::executor_core_threads()) - 1;
+  return ways < 2 ? plan.run_captured() : sw::run_parallel_captured(plan, ways);
+}
 
 int run_plan_inline(const sw::CopyPlan& plan) {
   // A small copy costs less than handing the GIL over and back.

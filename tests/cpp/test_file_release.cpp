@@ -1,0 +1,122 @@
+// FileStorage::close_and_unlink: the file is gone from the file system when
+// the call returns, whatever its size; its descriptor is closed by then too,
+// except a file of kDeferredCloseBytes up, whose descriptor a worker closes
+// shortly after.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage.hpp"
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char buf[] = "/tmp/sw-file-release-XXXXXX";
+    const char* d = ::mkdtemp(buf);
+    if (d) path_ = d;
+  }
+  ~TempDir() { ::rmdir(path_.c_str()); }
+  std::string file(const char* name) const { return path_ + "/" + name; }
+  bool ok() const { return !path_.empty(); }
+
+ private:
+  std::string path_;
+};
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// The descriptor the storage holds: the lowest one open right after create.
+int probe_next_fd() {
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ::close(fd);
+  return fd;
+}
+
+bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
+
+void fill(sw::FileStorage& f, int64_t bytes) {
+  f.resize(bytes);
+  std::vector<char> data(static_cast<size_t>(bytes), 7);
+  f.write(0, data.data(), bytes);
+}
+
+}  // namespace
+
+TEST(FileRelease, SmallFileIsRemovedAndClosedAtOnce) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("small.bin");
+  const int fd = probe_next_fd();
+  sw::FileStorage f;
+  f.create(p);
+  fill(f, 4096);
+  ASSERT_TRUE(fd_open(fd));
+  f.close_and_unlink();
+  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(fd_open(fd));
+  EXPECT_FALSE(f.is_open());
+  EXPECT_EQ(f.bytes(), 0);
+}
+
+TEST(FileRelease, LargeFileIsRemovedAndClosedAtOnce) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("large.bin");
+  const int fd = probe_next_fd();
+  sw::FileStorage f;
+  f.create(p);
+  fill(f, int64_t(4) << 20);
+  f.close_and_unlink();
+  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(fd_open(fd));
+  EXPECT_FALSE(f.is_open());
+  f.close_and_unlink();  // idempotent
+}
+
+TEST(FileRelease, VeryLargeFileIsRemovedAtOnceAndClosedSoonAfter) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("huge.bin");
+  const int fd = probe_next_fd();
+  sw::FileStorage f;
+  f.create(p);
+  f.resize(sw::kDeferredCloseBytes);  // sparse: only the size counts
+  f.write(sw::kDeferredCloseBytes - 4, "abcd", 4);
+  f.close_and_unlink();
+  EXPECT_FALSE(exists(p)) << "the name must be gone when close_and_unlink returns";
+  EXPECT_FALSE(f.is_open());
+  EXPECT_EQ(f.bytes(), 0);
+  bool closed = false;
+  for (int k = 0; k < 2000 && !closed; ++k) {
+    closed = !fd_open(fd);
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(closed) << "the worker never closed the descriptor";
+  f.close_and_unlink();  // idempotent
+}
+
+TEST(FileRelease, DestructorRemovesALargeFile) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("dtor.bin");
+  {
+    sw::FileStorage f;
+    f.create(p);
+    f.resize(sw::kDeferredCloseBytes);
+  }
+  EXPECT_FALSE(exists(p));
+}
