@@ -115,4 +115,71 @@ DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,
   return self;
 }
 
+// ------------------------------------------------------- export decisions
+
+VersionChoice choose_version(const IntPair& v) noexcept {
+  for (int k = 0; k < 2; ++k)
+    if (v.overflow[k] < 0 || (!v.overflow[k] && v.value[k] < 0)) return VersionChoice::Negative;
+  return v.overflow[0] > 0 || v.value[0] >= 1 ? VersionChoice::Versioned : VersionChoice::Legacy;
+}
+
+bool device_matches(const IntPair& want, DLDevice have) noexcept {
+  return !want.overflow[0] && !want.overflow[1] && want.value[0] == have.device_type &&
+         want.value[1] == have.device_id;
+}
+
+bool fits_int32(long long v) noexcept {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+bool fits_pointer(unsigned long long v) noexcept { return v <= std::numeric_limits<uintptr_t>::max(); }
+
+bool storage_gone(int64_t size, uintptr_t pointer, bool released_before, bool released_now) noexcept {
+  if (size == 0) return false;
+  return pointer == 0 || (!released_before && released_now);
+}
+
+const char* cpu_move_dtype_arg(DTypeCode code) noexcept {
+  switch (code) {
+    case DTypeCode::Float32: return "";
+    case DTypeCode::Int32: return ", dtype=strideweave.DType.Int32";
+    case DTypeCode::Bool: return ", dtype=strideweave.DType.Bool";
+    default: return nullptr;
+  }
+}
+
+CpuExport check_cpu_export(DTypeCode tensor_dtype, const CpuStorageView& storage, uintptr_t pointer,
+                           int64_t offset, const Layout& layout) noexcept {
+  if (tensor_dtype != storage.dtype) return CpuExport::DtypeMismatch;
+  if (layout.size() == 0) return CpuExport::NothingToPin;
+  if (!storage.data) return CpuExport::NoData;
+  if (pointer != reinterpret_cast<uintptr_t>(storage.data)) return CpuExport::PointerMismatch;
+  // Compared as offset > size - cosize: offset + cosize may exceed INT64_MAX.
+  if (offset > storage.size - layout.cosize()) return CpuExport::SpanExceeds;
+  return CpuExport::Pin;
+}
+
+int64_t* dims_block(std::span<const LeafMode> leaves) noexcept {
+  const size_t ndim = leaves.size();
+  if (ndim == 0 || ndim > std::numeric_limits<size_t>::max() / (2 * sizeof(int64_t))) return nullptr;
+  auto* dims = static_cast<int64_t*>(std::malloc(2 * ndim * sizeof(int64_t)));
+  if (!dims) return nullptr;
+  for (size_t i = 0; i < ndim; ++i) {
+    dims[i] = leaves[i].extent;
+    dims[ndim + i] = leaves[i].stride;
+  }
+  return dims;
+}
+
+void fill_dltensor(const ExportSpec& spec, const int64_t* dims, DLTensor* out) noexcept {
+  const size_t ndim = spec.leaves.size();
+  out->data = spec.data;
+  out->device = spec.device;
+  out->ndim = static_cast<int32_t>(ndim);
+  out->dtype = spec.dtype;
+  out->shape = const_cast<int64_t*>(dims);
+  out->strides = const_cast<int64_t*>(dims + ndim);
+  out->byte_offset = spec.byte_offset;
+}
+
 }  // namespace sw::dlpack
