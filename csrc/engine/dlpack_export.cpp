@@ -3,6 +3,8 @@
 // thread without the GIL, where the Python allocator must not be used.
 #include "dlpack_export.hpp"
 
+#include "subtensor_rules.hpp"
+
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
@@ -154,8 +156,7 @@ CpuExport check_cpu_export(DTypeCode tensor_dtype, const CpuStorageView& storage
   if (layout.size() == 0) return CpuExport::NothingToPin;
   if (!storage.data) return CpuExport::NoData;
   if (pointer != reinterpret_cast<uintptr_t>(storage.data)) return CpuExport::PointerMismatch;
-  // Compared as offset > size - cosize: offset + cosize may exceed INT64_MAX.
-  if (offset > storage.size - layout.cosize()) return CpuExport::SpanExceeds;
+  if (!span_fits(offset, storage.size, layout.cosize())) return CpuExport::SpanExceeds;
   return CpuExport::Pin;
 }
 

@@ -26,6 +26,7 @@
 #include "convert.hpp"
 #include "data_shape.hpp"
 #include "dtype_info.hpp"
+#include "subtensor_rules.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -459,7 +460,7 @@ PyObject* tolist_file_backed(PyObject* c, const sw::Layout& l, int64_t offset) {
   FileBackedObject* fb = reinterpret_cast<FileBackedObject*>(c);
   const sw::DTypeCode code = dtype_code(fb->dtype);
   const int item = sw::itemsize(code);
-  if (item == 0 || offset + l.cosize() > fb->size) return nullptr;
+  if (item == 0 || !sw::span_fits(offset, fb->size, l.cosize())) return nullptr;
   std::vector<unsigned char> buf;
   try {
     buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
