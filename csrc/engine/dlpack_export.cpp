@@ -3,8 +3,6 @@
 // thread without the GIL, where the Python allocator must not be used.
 #include "dlpack_export.hpp"
 
-#include "subtensor_rules.hpp"
-
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
@@ -119,12 +117,6 @@ DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,
 
 // ------------------------------------------------------- export decisions
 
-VersionChoice choose_version(const IntPair& v) noexcept {
-  for (int k = 0; k < 2; ++k)
-    if (v.overflow[k] < 0 || (!v.overflow[k] && v.value[k] < 0)) return VersionChoice::Negative;
-  return v.overflow[0] > 0 || v.value[0] >= 1 ? VersionChoice::Versioned : VersionChoice::Legacy;
-}
-
 bool device_matches(const IntPair& want, DLDevice have) noexcept {
   return !want.overflow[0] && !want.overflow[1] && want.value[0] == have.device_type &&
          want.value[1] == have.device_id;
@@ -136,11 +128,6 @@ bool fits_int32(long long v) noexcept {
 
 bool fits_pointer(unsigned long long v) noexcept { return v <= std::numeric_limits<uintptr_t>::max(); }
 
-bool storage_gone(int64_t size, uintptr_t pointer, bool released_before, bool released_now) noexcept {
-  if (size == 0) return false;
-  return pointer == 0 || (!released_before && released_now);
-}
-
 const char* cpu_move_dtype_arg(DTypeCode code) noexcept {
   switch (code) {
     case DTypeCode::Float32: return "";
@@ -148,16 +135,6 @@ const char* cpu_move_dtype_arg(DTypeCode code) noexcept {
     case DTypeCode::Bool: return ", dtype=strideweave.DType.Bool";
     default: return nullptr;
   }
-}
-
-CpuExport check_cpu_export(DTypeCode tensor_dtype, const CpuStorageView& storage, uintptr_t pointer,
-                           int64_t offset, const Layout& layout) noexcept {
-  if (tensor_dtype != storage.dtype) return CpuExport::DtypeMismatch;
-  if (layout.size() == 0) return CpuExport::NothingToPin;
-  if (!storage.data) return CpuExport::NoData;
-  if (pointer != reinterpret_cast<uintptr_t>(storage.data)) return CpuExport::PointerMismatch;
-  if (!span_fits(offset, storage.size, layout.cosize())) return CpuExport::SpanExceeds;
-  return CpuExport::Pin;
 }
 
 int64_t* dims_block(std::span<const LeafMode> leaves) noexcept {

@@ -3,11 +3,6 @@
 
 namespace sw {
 
-bool span_fits(int64_t offset, int64_t carrier_slots, int64_t cosize) noexcept {
-  // Compared as offset <= slots - cosize: offset + cosize may exceed INT64_MAX.
-  return offset <= carrier_slots - cosize;
-}
-
 OffsetCheck check_offset(long long value, int overflow, int64_t max_offset) noexcept {
   // On overflow value is -1, so the sign comes from overflow first: a huge
   // positive offset is out of range, not negative.

@@ -11,8 +11,11 @@
 namespace sw {
 
 // The slots offset .. offset + cosize - 1 lie inside a carrier of
-// carrier_slots slots (no overflow for any offset >= 0).
-bool span_fits(int64_t offset, int64_t carrier_slots, int64_t cosize) noexcept;
+// carrier_slots slots. Compared as offset <= slots - cosize: offset + cosize
+// may exceed INT64_MAX. Inline: every export and Tensor() checks it.
+inline bool span_fits(int64_t offset, int64_t carrier_slots, int64_t cosize) noexcept {
+  return offset <= carrier_slots - cosize;
+}
 
 // A Tensor(carrier, offset, layout) offset as PyLong_AsLongLongAndOverflow
 // gave it (overflow: +1 above, -1 below the long long range): non-negative
