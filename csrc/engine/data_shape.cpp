@@ -58,15 +58,11 @@ NestedShape::Step NestedShape::leaf() {
 }
 
 std::string NestedShape::ragged_text(Step step, int64_t len) const {
-  std::string what;
-  switch (step) {
-    case Step::SequenceWhereNumber: what = "a sequence where a number was expected"; break;
-    case Step::NumberWhereSequence: what = "a number where a sequence was expected"; break;
-    case Step::LengthMismatch:
-      what = "length " + std::to_string(len) + " instead of " + std::to_string(shape_[path_.size()]);
-      break;
-    default: what = "an unexpected element"; break;
-  }
+  const std::string what =
+      step == Step::LengthMismatch
+          ? "length " + std::to_string(len) + " instead of " + std::to_string(shape_[path_.size()])
+          : step == Step::SequenceWhereNumber ? "a sequence where a number was expected"
+                                              : "a number where a sequence was expected";
   return what + " at index " + shape_text(path_) + " (shape so far " + shape_text(shape_) + ")";
 }
 

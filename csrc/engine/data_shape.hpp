@@ -57,9 +57,9 @@ class NestedShape {
   Step leaf();
 
   const std::vector<int64_t>& shape() const noexcept { return shape_; }
-  // "<what> at index (i, j) (shape so far (a, b))" for a ragged step (the
-  // three ragged kinds); len is the offending level length for
-  // LengthMismatch.
+  // "<what> at index (i, j) (shape so far (a, b))" for one of the three
+  // ragged steps (SequenceWhereNumber, NumberWhereSequence,
+  // LengthMismatch); len is the offending level length for LengthMismatch.
   std::string ragged_text(Step step, int64_t len = 0) const;
 
  private:
