@@ -197,4 +197,49 @@ DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,
   return self;
 }
 
+// ------------------------------------------------------- export decisions
+
+bool device_matches(const IntPair& want, DLDevice have) noexcept {
+  return !want.overflow[0] && !want.overflow[1] && want.value[0] == have.device_type &&
+         want.value[1] == have.device_id;
+}
+
+bool fits_int32(long long v) noexcept {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+bool fits_pointer(unsigned long long v) noexcept { return v <= std::numeric_limits<uintptr_t>::max(); }
+
+const char* cpu_move_dtype_arg(DTypeCode code) noexcept {
+  switch (code) {
+    case DTypeCode::Float32: return "";
+    case DTypeCode::Int32: return ", dtype=strideweave.DType.Int32";
+    case DTypeCode::Bool: return ", dtype=strideweave.DType.Bool";
+    default: return nullptr;
+  }
+}
+
+int64_t* dims_block(std::span<const LeafMode> leaves) noexcept {
+  const size_t ndim = leaves.size();
+  if (ndim == 0 || ndim > std::numeric_limits<size_t>::max() / (2 * sizeof(int64_t))) return nullptr;
+  auto* dims = static_cast<int64_t*>(std::malloc(2 * ndim * sizeof(int64_t)));
+  if (!dims) return nullptr;
+  for (size_t i = 0; i < ndim; ++i) {
+    dims[i] = leaves[i].extent;
+    dims[ndim + i] = leaves[i].stride;
+  }
+  return dims;
+}
+
+void fill_dltensor(const ExportSpec& spec, const int64_t* dims, DLTensor* out) noexcept {
+  const size_t ndim = spec.leaves.size();
+  out->data = spec.data;
+  out->device = spec.device;
+  out->ndim = static_cast<int32_t>(ndim);
+  out->dtype = spec.dtype;
+  out->shape = const_cast<int64_t*>(dims);
+  out->strides = const_cast<int64_t*>(dims + ndim);
+  out->byte_offset = spec.byte_offset;
+}
+
 }  // namespace sw::dlpack

@@ -125,7 +125,7 @@ struct Device {
 int to_int32(PyObject* o, const char* what, int32_t* out) {
   long long v = PyLong_AsLongLong(o);
   if (v == -1 && PyErr_Occurred()) return -1;
-  if (v < INT32_MIN || v > INT32_MAX) {
+  if (!dl::fits_int32(v)) {
     PyErr_Format(PyExc_OverflowError, "dlpack_info()['%s'] does not fit a 32-bit DLPack field", what);
     return -1;
   }
@@ -189,7 +189,7 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
   {
     unsigned long long p = PyLong_AsUnsignedLongLong(values[0]);
     if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) goto done;
-    if (p > UINTPTR_MAX) {
+    if (!dl::fits_pointer(p)) {
       PyErr_SetString(PyExc_OverflowError, "dlpack_info()['pointer'] does not fit a pointer");
       goto done;
     }
@@ -208,7 +208,7 @@ done:
 // TypeError for another container, ValueError for a wrong count or a
 // non-integer element. Values are returned as long long with an overflow
 // indicator (+1 above, -1 below the range), so a huge ceiling still parses.
-int parse_pair(PyObject* o, const char* what, long long out[2], int overflow[2]) {
+int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
   if (!PyTuple_Check(o) && !PyList_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s must be a tuple or list, not %.100s", what, Py_TYPE(o)->tp_name);
     return -1;
@@ -224,8 +224,8 @@ int parse_pair(PyObject* o, const char* what, long long out[2], int overflow[2])
       PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(items[k])->tp_name);
       return -1;
     }
-    out[k] = PyLong_AsLongLongAndOverflow(items[k], &overflow[k]);
-    if (out[k] == -1 && PyErr_Occurred()) return -1;
+    out->value[k] = PyLong_AsLongLongAndOverflow(items[k], &out->overflow[k]);
+    if (out->value[k] == -1 && PyErr_Occurred()) return -1;
   }
   return 0;
 }
@@ -322,8 +322,7 @@ namespace {
 // BufferError when a tensor with elements has no storage to export: a null
 // pointer, or a carrier released during this call (pointer is then stale).
 bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, const sw::Layout& layout) {
-  if (layout.size() == 0) return false;
-  if (pointer != 0 && (released_before || !carrier_is_released(carrier))) return false;
+  if (!dl::storage_gone(layout.size(), pointer, released_before, carrier_is_released(carrier))) return false;
   PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
   return true;
 }
@@ -342,10 +341,7 @@ PyObject* explain_refusal(PyObject* self) {
     return nullptr;
   }
   const sw::DTypeCode code = is_dtype(dtype.get()) ? dtype_code(dtype.get()) : sw::DTypeCode::Any;
-  if (code == sw::DTypeCode::Float32 || code == sw::DTypeCode::Int32 || code == sw::DTypeCode::Bool) {
-    const char* arg = code == sw::DTypeCode::Float32 ? ""
-                      : code == sw::DTypeCode::Int32 ? ", dtype=strideweave.DType.Int32"
-                                                     : ", dtype=strideweave.DType.Bool";
+  if (const char* arg = dl::cpu_move_dtype_arg(code)) {
     PyErr_Format(PyExc_BufferError,
                  "%S (carrier class %s); to export, move it to a CPU carrier with "
                  "strideweave.move(t, strideweave.CPU(%lld%s)) first",
@@ -373,30 +369,32 @@ PyObject* explain_refusal(PyObject* self) {
 int pin_cpu_storage(TensorObject* t, sw::DTypeCode code, uintptr_t pointer, const sw::Layout& layout,
                     sw::StorageControl** storage) {
   const CpuStorage c = cpu_storage_of(t->carrier);
-  if (code != c.dtype) {
-    PyErr_Format(PyExc_BufferError,
-                 "DLPack export of a CPU carrier uses its native storage: the tensor's dtype %R does not match "
-                 "the storage dtype %R (is dtype() overridden?)",
-                 t->dtype, dtype_singleton(c.dtype));
-    return -1;
-  }
-  if (layout.size() == 0) return 0;
-  if (!c.data) {
-    PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
-    return -1;
-  }
-  if (pointer != reinterpret_cast<uintptr_t>(c.data)) {
-    PyErr_SetString(PyExc_BufferError,
-                    "DLPack export of a CPU carrier uses its native storage: dlpack_info()['pointer'] does not "
-                    "match the carrier's storage");
-    return -1;
-  }
-  if (static_cast<int64_t>(t->offset) > static_cast<int64_t>(c.size) - layout.cosize()) {
-    PyErr_Format(PyExc_BufferError,
-                 "DLPack export of a CPU carrier uses its native storage: offset %zd + layout cosize %lld "
-                 "exceeds its %zd slots (is size() overridden?)",
-                 t->offset, static_cast<long long>(layout.cosize()), c.size);
-    return -1;
+  switch (dl::check_cpu_export(code, dl::CpuStorageView{c.dtype, c.data, static_cast<int64_t>(c.size)}, pointer,
+                               static_cast<int64_t>(t->offset), layout)) {
+    case dl::CpuExport::Pin:
+      break;
+    case dl::CpuExport::NothingToPin:
+      return 0;
+    case dl::CpuExport::DtypeMismatch:
+      PyErr_Format(PyExc_BufferError,
+                   "DLPack export of a CPU carrier uses its native storage: the tensor's dtype %R does not match "
+                   "the storage dtype %R (is dtype() overridden?)",
+                   t->dtype, dtype_singleton(c.dtype));
+      return -1;
+    case dl::CpuExport::NoData:
+      PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+      return -1;
+    case dl::CpuExport::PointerMismatch:
+      PyErr_SetString(PyExc_BufferError,
+                      "DLPack export of a CPU carrier uses its native storage: dlpack_info()['pointer'] does not "
+                      "match the carrier's storage");
+      return -1;
+    case dl::CpuExport::SpanExceeds:
+      PyErr_Format(PyExc_BufferError,
+                   "DLPack export of a CPU carrier uses its native storage: offset %zd + layout cosize %lld "
+                   "exceeds its %zd slots (is size() overridden?)",
+                   t->offset, static_cast<long long>(layout.cosize()), c.size);
+      return -1;
   }
   *storage = cpu_acquire_export_ref(t->carrier);
   if (!*storage) {
@@ -438,10 +436,10 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
   }
 
   if (!is_none(dl_device)) {
-    long long want[2];
-    int overflow[2];
-    if (parse_pair(dl_device, "dl_device", want, overflow) < 0) return -1;
-    if (overflow[0] || overflow[1] || want[0] != device.type || want[1] != device.id) {
+    dl::IntPair want;
+    if (parse_pair(dl_device, "dl_device", &want) < 0) return -1;
+    // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
+    if (!dl::device_matches(want, DLDevice{static_cast<DLDeviceType>(device.type), device.id})) {
       PyErr_Format(PyExc_BufferError,
                    "cross-device exports are not supported: the carrier's storage is on device (%d, %d)",
                    device.type, device.id);
@@ -460,16 +458,14 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
 
   bool versioned = args.v1;
   if (!versioned && !is_none(max_version)) {
-    long long v[2];
-    int overflow[2];
-    if (parse_pair(max_version, "max_version", v, overflow) < 0) return -1;
-    for (int k = 0; k < 2; ++k) {
-      if (overflow[k] < 0 || (!overflow[k] && v[k] < 0)) {
-        PyErr_SetString(PyExc_ValueError, "max_version components must be non-negative");
-        return -1;
-      }
+    dl::IntPair v;
+    if (parse_pair(max_version, "max_version", &v) < 0) return -1;
+    const dl::VersionChoice choice = dl::choose_version(v);
+    if (choice == dl::VersionChoice::Negative) {
+      PyErr_SetString(PyExc_ValueError, "max_version components must be non-negative");
+      return -1;
     }
-    versioned = overflow[0] > 0 || v[0] >= 1;  // any major >= 1 reads 1.0
+    versioned = choice == dl::VersionChoice::Versioned;
   }
 
   const sw::Layout& layout = layout_of(t->layout);
@@ -478,7 +474,7 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
   spec.data = reinterpret_cast<void*>(pointer);
   // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
   spec.device = DLDevice{static_cast<DLDeviceType>(device.type), device.id};
-  spec.byte_offset = static_cast<uint64_t>(t->offset) * static_cast<uint64_t>(sw::itemsize(code));
+  spec.byte_offset = dl::byte_offset(static_cast<int64_t>(t->offset), code);
   spec.leaves = layout.leaves();
   if (versioned) {
     // Same predicate as Tensor.is_mutable() for a single-subtensor tensor.

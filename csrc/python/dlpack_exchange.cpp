@@ -4,9 +4,6 @@
 // call. StrideWeave is export-only: the two functions that would build a
 // StrideWeave tensor from foreign memory exist (the struct requires them)
 // and fail with BufferError.
-#include <cstdlib>
-#include <cstring>
-
 #include "dlpack_exchange.hpp"
 #include <dlpack/dlpack.h>
 
@@ -49,18 +46,10 @@ int managed_from_object(void* py_object, DLManagedTensorVersioned** out) {
 // allocation per call: each Layout keeps one block (shape, then strides)
 // built on first use and freed with the Layout, which the Tensor keeps alive
 // as long as the consumer's borrowed view is valid.
-const int64_t* dims_of(PyObject* layout_obj, size_t ndim) {
+const int64_t* dims_of(PyObject* layout_obj) {
   LayoutObject* lo = reinterpret_cast<LayoutObject*>(layout_obj);
-  if (lo->dl_dims || ndim == 0) return lo->dl_dims;
-  auto* dims = static_cast<int64_t*>(std::malloc(2 * ndim * sizeof(int64_t)));
-  if (!dims) return nullptr;
-  const auto& leaves = lo->layout.leaves();
-  for (size_t i = 0; i < ndim; ++i) {
-    dims[i] = leaves[i].extent;
-    dims[ndim + i] = leaves[i].stride;
-  }
-  lo->dl_dims = dims;
-  return dims;
+  if (!lo->dl_dims) lo->dl_dims = sw::dlpack::dims_block(lo->layout.leaves());
+  return lo->dl_dims;
 }
 
 // The same export as a borrowed DLTensor: valid while the Tensor lives.
@@ -71,18 +60,12 @@ int dltensor_from_object(void* py_object, DLTensor* out) {
   if (dlpack_describe_v1(tensor, &spec) < 0) return -1;
   const size_t ndim = spec.leaves.size();
   static int64_t no_dims[1] = {0};  // ndim 0: valid, never read
-  const int64_t* dims = ndim ? dims_of(as_tensor(tensor)->layout, ndim) : no_dims;
+  const int64_t* dims = ndim ? dims_of(as_tensor(tensor)->layout) : no_dims;
   if (!dims) {
     PyErr_NoMemory();
     return -1;
   }
-  out->data = spec.data;
-  out->device = spec.device;
-  out->ndim = static_cast<int32_t>(ndim);
-  out->dtype = spec.dtype;
-  out->shape = const_cast<int64_t*>(dims);
-  out->strides = const_cast<int64_t*>(dims + ndim);
-  out->byte_offset = spec.byte_offset;
+  sw::dlpack::fill_dltensor(spec, dims, out);
   return 0;
 }
 

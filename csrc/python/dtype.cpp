@@ -1,6 +1,8 @@
 // DType: process-wide dtype singletons and the open CompoundDType base.
-#include <cstring>
+#include <optional>
+#include <span>
 
+#include "dtype_info.hpp"
 #include "dtype_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"
@@ -11,33 +13,9 @@ namespace swpy {
 
 namespace {
 
-struct BuiltinInfo {
-  sw::DTypeCode code;
-  const char* name;
-  int bits;  // 0: None
-  sw::DTypeCode super;
-  bool has_super;
-  bool category;
-};
-
-constexpr BuiltinInfo kBuiltins[] = {
-    {sw::DTypeCode::Any, "Any", 0, sw::DTypeCode::Any, false, true},
-    {sw::DTypeCode::Floating, "Floating", 0, sw::DTypeCode::Any, true, true},
-    {sw::DTypeCode::Integer, "Integer", 0, sw::DTypeCode::Any, true, true},
-    {sw::DTypeCode::Float32, "Float32", 32, sw::DTypeCode::Floating, true, false},
-    {sw::DTypeCode::Float64, "Float64", 64, sw::DTypeCode::Floating, true, false},
-    {sw::DTypeCode::Int32, "Int32", 32, sw::DTypeCode::Integer, true, false},
-    {sw::DTypeCode::Bool, "Bool", 8, sw::DTypeCode::Any, true, false},
-};
-constexpr int kBuiltinCount = sizeof(kBuiltins) / sizeof(kBuiltins[0]);
-
-static_assert(kBuiltinCount <= ModuleState::kMaxBuiltinDTypes, "ModuleState::dtype_singletons is too small");
-
-const BuiltinInfo* info_of(sw::DTypeCode c) {
-  for (const auto& b : kBuiltins)
-    if (b.code == c) return &b;
-  return nullptr;
-}
+// One singleton per row of the engine's table (sw::builtin_dtypes()), kept
+// in ModuleState::dtype_singletons.
+static_assert(sw::kBuiltinDTypeCount <= ModuleState::kMaxBuiltinDTypes, "ModuleState::dtype_singletons is too small");
 
 DTypeObject* as_dtype(PyObject* o) { return reinterpret_cast<DTypeObject*>(o); }
 
@@ -75,8 +53,7 @@ PyObject* DType_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); ++i) {
     PyObject* d = PyTuple_GET_ITEM(tup, i);
-    const BuiltinInfo* bi = is_dtype(d) ? info_of(as_dtype(d)->code) : nullptr;
-    if (!bi || bi->category) {
+    if (!is_dtype(d) || !sw::dtype_is_simple(as_dtype(d)->code)) {
       Py_DECREF(tup);
       PyErr_Format(PyExc_TypeError, "%s.simple_types must hold simple dtypes only", type->tp_name);
       return nullptr;
@@ -110,16 +87,15 @@ PyObject* DType_get_name(PyObject* self, void*) {
 }
 
 PyObject* DType_get_bits(PyObject* self, void*) {
-  const BuiltinInfo* bi = info_of(as_dtype(self)->code);
+  const sw::DTypeInfo* bi = sw::dtype_info(as_dtype(self)->code);
   if (!bi || bi->bits == 0) Py_RETURN_NONE;
   return PyLong_FromLong(bi->bits);
 }
 
 PyObject* DType_get_supertype(PyObject* self, void*) {
-  if (is_compound(self)) return Py_NewRef(dtype_singleton(sw::DTypeCode::Any));
-  const BuiltinInfo* bi = info_of(as_dtype(self)->code);
-  if (!bi->has_super) Py_RETURN_NONE;
-  return Py_NewRef(dtype_singleton(bi->super));
+  const std::optional<sw::DTypeCode> super = sw::dtype_supertype(as_dtype(self)->code);
+  if (!super) Py_RETURN_NONE;
+  return Py_NewRef(dtype_singleton(*super));
 }
 
 PyObject* DType_get_simple_types(PyObject* self, void*) {
@@ -128,12 +104,10 @@ PyObject* DType_get_simple_types(PyObject* self, void*) {
 }
 
 PyObject* DType_is_simple(PyObject* self, PyObject*) {
-  const BuiltinInfo* bi = info_of(as_dtype(self)->code);
-  return PyBool_FromLong(bi && !bi->category);
+  return PyBool_FromLong(sw::dtype_is_simple(as_dtype(self)->code));
 }
 PyObject* DType_is_category(PyObject* self, PyObject*) {
-  const BuiltinInfo* bi = info_of(as_dtype(self)->code);
-  return PyBool_FromLong(bi && bi->category);
+  return PyBool_FromLong(sw::dtype_is_category(as_dtype(self)->code));
 }
 PyObject* DType_is_compound(PyObject* self, PyObject*) { return PyBool_FromLong(is_compound(self)); }
 
@@ -147,16 +121,9 @@ PyObject* DType_is_subtype_of(PyObject* self, PyObject* other) {
     PyErr_SetString(PyExc_TypeError, "is_subtype_of() expects a DType");
     return nullptr;
   }
-  PyObject* cur = Py_NewRef(self);
-  while (cur != Py_None) {
-    if (same_dtype(cur, other)) { Py_DECREF(cur); Py_RETURN_TRUE; }
-    PyObject* next = DType_get_supertype(cur, nullptr);
-    Py_DECREF(cur);
-    if (!next) return nullptr;
-    cur = next;
-  }
-  Py_DECREF(cur);
-  Py_RETURN_FALSE;
+  // A compound is a subtype of another only when it is that very class.
+  if (is_compound(other)) return PyBool_FromLong(same_dtype(self, other));
+  return PyBool_FromLong(sw::dtype_is_subtype_of(as_dtype(self)->code, as_dtype(other)->code));
 }
 
 PyObject* DType_from_name(PyObject*, PyObject* name) {
@@ -166,8 +133,8 @@ PyObject* DType_from_name(PyObject*, PyObject* name) {
   }
   const char* s = PyUnicode_AsUTF8(name);
   if (!s) return nullptr;
-  for (int i = 0; i < kBuiltinCount; ++i)
-    if (std::strcmp(kBuiltins[i].name, s) == 0) return Py_NewRef(module_state.dtype_singletons[i]);
+  if (const std::optional<sw::DTypeCode> code = sw::dtype_from_name(s))
+    return Py_NewRef(dtype_singleton(*code));
   PyErr_Format(PyExc_ValueError, "unknown dtype name %R", name);
   return nullptr;
 }
@@ -217,15 +184,13 @@ PyTypeObject CompoundDType_Type = static_type("strideweave.CompoundDType", sizeo
 bool is_dtype(PyObject* o) { return PyObject_TypeCheck(o, &DType_Type); }
 
 PyObject* dtype_singleton(sw::DTypeCode code) {
-  for (int i = 0; i < kBuiltinCount; ++i)
-    if (kBuiltins[i].code == code) return module_state.dtype_singletons[i];
+  const std::span<const sw::DTypeInfo> table = sw::builtin_dtypes();
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].code == code) return module_state.dtype_singletons[i];
   return nullptr;
 }
 
-bool dtype_is_differentiable(PyObject* d) {
-  sw::DTypeCode c = as_dtype(d)->code;
-  return c == sw::DTypeCode::Float32 || c == sw::DTypeCode::Float64 || c == sw::DTypeCode::Floating;
-}
+bool dtype_is_differentiable(PyObject* d) { return sw::dtype_is_differentiable(as_dtype(d)->code); }
 
 int dtype_module_init(PyObject* module) {
   DType_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
@@ -244,14 +209,15 @@ int dtype_module_init(PyObject* module) {
   CompoundDType_Type.tp_new = DType_new;
   if (add_type(module, &DType_Type, "DType") < 0) return -1;
   if (add_type(module, &CompoundDType_Type, "CompoundDType") < 0) return -1;
-  for (int i = 0; i < kBuiltinCount; ++i) {
+  const std::span<const sw::DTypeInfo> table = sw::builtin_dtypes();
+  for (size_t i = 0; i < table.size(); ++i) {
     PyObject* d = DType_Type.tp_alloc(&DType_Type, 0);
     if (!d) return -1;
-    as_dtype(d)->code = kBuiltins[i].code;
-    as_dtype(d)->name = kBuiltins[i].name;
+    as_dtype(d)->code = table[i].code;
+    as_dtype(d)->name = table[i].name;
     as_dtype(d)->simple_types = nullptr;
     module_state.dtype_singletons[i] = d;  // module lifetime: never released
-    if (PyDict_SetItemString(DType_Type.tp_dict, kBuiltins[i].name, d) < 0) return -1;
+    if (PyDict_SetItemString(DType_Type.tp_dict, table[i].name, d) < 0) return -1;
   }
   PyType_Modified(&DType_Type);
   return 0;

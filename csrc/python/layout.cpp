@@ -19,6 +19,9 @@
 #include "layout_object.hpp"
 #include "module.hpp"
 #include "keys.hpp"
+#include "layout_keys.hpp"
+#include "tree_rules.hpp"
+#include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "util/type_object.hpp"
 
@@ -76,26 +79,20 @@ void Layout_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-// Builds a Layout object from trees (C++ exceptions mapped to Python).
-PyObject* layout_from_trees(sw::IntTree shape, sw::IntTree stride) {
+// A Layout object for the engine layout make() returns (its exceptions
+// mapped to Python).
+template <class Make>
+PyObject* layout_from_call(Make make) {
   try {
-    return layout_from_engine(sw::Layout(std::move(shape), std::move(stride)));
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
+    return layout_from_engine(make());
+  } catch (...) {
+    raise_engine_exception();
     return nullptr;
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
   }
 }
 
-// ---- keys
-//
-// The helpers below return kNotInDomain (no exception set) for a key part
-// outside the shape; layout_index_from_key turns it into a ValueError that
-// names the whole key and the shape. Any other failure is -1 with an
-// exception set.
-
-constexpr int kOutside = -2;
+// ---- keys: the walk is the engine's (layout_keys.hpp); this reader turns
+// Python key parts into ordinals and item lists.
 
 int bad_part(PyObject* part) {
   PyErr_Format(PyExc_TypeError, "Layout key part must be an int or a tuple/list, got %.100s",
@@ -109,47 +106,43 @@ bool is_int_part(PyObject* part) {
   return PyLong_Check(part) || (!PyTuple_Check(part) && !PyList_Check(part) && PyIndex_Check(part));
 }
 
-// 0 <= ordinal < limit for an int part; kOutside otherwise.
-int ordinal_of(PyObject* part, int64_t limit, int64_t* out) {
-  Ref owned;
-  if (!PyLong_Check(part)) {
-    owned = Ref::steal(PyNumber_Index(part));  // may run Python code
-    if (!owned) return -1;
-    part = owned.get();
-  }
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(part, &overflow);
-  if (v == -1 && PyErr_Occurred()) return -1;
-  if (overflow || v < 0 || v >= limit) return kOutside;
-  *out = v;
-  return 0;
-}
+struct KeyReader {
+  // The items of a sequence part as an immutable tuple: an __index__ part
+  // runs Python code that could resize a list under us (a copy for lists;
+  // tuples are used as they are).
+  struct Items {
+    Ref tuple;
+    size_t size() const { return static_cast<size_t>(PyTuple_GET_SIZE(tuple.get())); }
+    PyObject* operator[](size_t i) const { return PyTuple_GET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i)); }
+  };
 
-// Adds the index of one key part for the mode (shape, stride).
-int add_part(PyObject* part, const sw::IntTree& shape, const sw::IntTree& stride, int64_t* acc) {
-  if (is_int_part(part)) {
-    int64_t ord;
-    // Validated shapes have a product that fits int64.
-    int rc = ordinal_of(part, shape.is_leaf ? shape.value : shape.product(), &ord);
-    if (rc < 0) return rc;
-    *acc += sw::tree_index_of_ordinal(shape, stride, ord);
-    return 0;
+  sw::PartKind kind(PyObject* part) {
+    if (PyLong_CheckExact(part) || is_int_part(part)) return sw::PartKind::Int;
+    if (PyTuple_Check(part) || PyList_Check(part)) return sw::PartKind::Sequence;
+    bad_part(part);
+    return sw::PartKind::Bad;
   }
-  if (!PyTuple_Check(part) && !PyList_Check(part)) return bad_part(part);
-  if (shape.is_leaf) return kOutside;
-  // An __index__ part runs Python code that could resize a list under us:
-  // walk an immutable tuple (a copy for lists; tuples are used as they are).
-  Ref items = Ref::steal(PyList_Check(part) ? PyList_AsTuple(part) : Py_NewRef(part));
-  if (!items) return -1;
-  const Py_ssize_t n = PyTuple_GET_SIZE(items.get());
-  if (n != static_cast<Py_ssize_t>(shape.children.size())) return kOutside;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    int rc = add_part(PyTuple_GET_ITEM(items.get(), i), shape.children[static_cast<size_t>(i)],
-                      stride.children[static_cast<size_t>(i)], acc);
-    if (rc < 0) return rc;
+
+  sw::KeyStatus ordinal(PyObject* part, int64_t limit, int64_t* out) {
+    Ref owned;
+    if (!PyLong_Check(part)) {
+      owned = Ref::steal(PyNumber_Index(part));  // may run Python code
+      if (!owned) return sw::KeyStatus::Error;
+      part = owned.get();
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(part, &overflow);
+    if (v == -1 && PyErr_Occurred()) return sw::KeyStatus::Error;
+    if (overflow || v < 0 || v >= limit) return sw::KeyStatus::Outside;
+    *out = v;
+    return sw::KeyStatus::Ok;
   }
-  return 0;
-}
+
+  bool items(PyObject* part, Items* out) {
+    out->tuple = Ref::steal(PyList_Check(part) ? PyList_AsTuple(part) : Py_NewRef(part));
+    return static_cast<bool>(out->tuple);
+  }
+};
 
 PyObject* Layout_index(PyObject* self, PyObject* key) {
   int64_t idx;
@@ -205,14 +198,7 @@ PyObject* Layout_item(PyObject* self, Py_ssize_t i) {
     PyErr_SetString(PyExc_IndexError, "Layout index out of range");
     return nullptr;
   }
-  try {
-    const sw::IntTree& s = l.shape().children[static_cast<size_t>(i)];
-    const sw::IntTree& d = l.stride().children[static_cast<size_t>(i)];
-    if (s.is_leaf) return layout_from_trees(sw::IntTree::node({s}), sw::IntTree::node({d}));
-    return layout_from_trees(s, d);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return layout_from_call([&] { return sw::mode_layout(l, static_cast<size_t>(i)); });
 }
 
 PyObject* Layout_subscript(PyObject* self, PyObject* key) {
@@ -222,16 +208,7 @@ PyObject* Layout_subscript(PyObject* self, PyObject* key) {
     Py_ssize_t start, stop, step;
     if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
     Py_ssize_t n = PySlice_AdjustIndices(n_modes, &start, &stop, step);
-    try {
-      std::vector<sw::IntTree> s, d;
-      for (Py_ssize_t k = 0, i = start; k < n; ++k, i += step) {
-        s.push_back(l.shape().children[static_cast<size_t>(i)]);
-        d.push_back(l.stride().children[static_cast<size_t>(i)]);
-      }
-      return layout_from_trees(sw::IntTree::node(std::move(s)), sw::IntTree::node(std::move(d)));
-    } catch (const std::bad_alloc&) {
-      return PyErr_NoMemory();
-    }
+    return layout_from_call([&] { return sw::select_modes(l, start, step, n); });
   }
   if (PyIndex_Check(key)) {
     Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
@@ -363,24 +340,10 @@ int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
 }
 
 int key_index(const sw::Layout& l, PyObject* shape_obj, PyObject* key, int64_t* out_index) {
-  int rc;
-  if (PyLong_CheckExact(key) || is_int_part(key)) {
-    int64_t ord;
-    rc = ordinal_of(key, l.size(), &ord);
-    if (rc == 0) {
-      *out_index = l.index_of_ordinal(ord);
-      return 0;
-    }
-  } else {
-    if (!PyTuple_Check(key) && !PyList_Check(key)) return bad_part(key);
-    int64_t acc = 0;
-    rc = add_part(key, l.shape(), l.stride(), &acc);
-    if (rc == 0) {
-      *out_index = acc;
-      return 0;
-    }
-  }
-  if (rc == kOutside)
+  KeyReader reader;
+  const sw::KeyStatus st = sw::key_index(reader, key, l, out_index);
+  if (st == sw::KeyStatus::Ok) return 0;
+  if (st == sw::KeyStatus::Outside)
     PyErr_Format(PyExc_ValueError, "%s: key %R is outside %R", kNotInDomain, key, shape_obj);
   return -1;
 }

@@ -5,6 +5,7 @@
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "module.hpp"
+#include "subtensor_rules.hpp"
 #include "util/args.hpp"
 #include "util/type_object.hpp"
 
@@ -205,8 +206,7 @@ int validate_subtensor(PyObject* sub, PyObject* plane, Py_ssize_t i) {
   }
   Py_ssize_t csize = carrier_size(s->carrier);
   if (csize < 0) return -1;
-  // Compared as offset > size - cosize: offset + cosize may exceed INT64_MAX.
-  if (static_cast<int64_t>(s->offset) > static_cast<int64_t>(csize) - layout_of(s->layout).cosize()) {
+  if (!sw::span_fits(s->offset, csize, layout_of(s->layout).cosize())) {
     PyErr_Format(PyExc_ValueError, "subtensor %zd span exceeds carrier size %zd", i, csize);
     return -1;
   }
@@ -222,34 +222,37 @@ PyObject* representation_build_tensor(PyObject* rep) {
     return nullptr;
   }
   RepresentationObject* r = as_rep(rep);
-  Py_ssize_t n = PyTuple_GET_SIZE(r->subtensors);
-  if (n == 0) {
-    PyErr_SetString(PyExc_ValueError, "a TensorRepresentation needs at least one subtensor");
-    return nullptr;
-  }
+  const Py_ssize_t n = PyTuple_GET_SIZE(r->subtensors);
+  const Py_ssize_t n_adjacent = PyTuple_GET_SIZE(r->adjacent_layouts);
   PyObject* dt = r->logical_dtype;
-  PyObject* first = PyTuple_GET_ITEM(r->subtensors, 0);
-  if (!reinterpret_cast<DTypeObject*>(dt)->simple_types) {
-    // A one-subtensor representation of a simple dtype is an ordinary tensor.
-    if (n != 1 || PyTuple_GET_SIZE(r->adjacent_layouts) != 0) {
+  PyObject* planes = reinterpret_cast<DTypeObject*>(dt)->simple_types;
+  const Py_ssize_t n_planes = planes ? PyTuple_GET_SIZE(planes) : 0;
+  switch (sw::classify_representation(planes != nullptr, static_cast<size_t>(n_planes), static_cast<size_t>(n),
+                                      static_cast<size_t>(n_adjacent))) {
+    case sw::RepresentationForm::NoSubtensors:
+      PyErr_SetString(PyExc_ValueError, "a TensorRepresentation needs at least one subtensor");
+      return nullptr;
+    case sw::RepresentationForm::NeedsCompound:
       PyErr_Format(PyExc_ValueError,
                    "a multi-subtensor representation needs a CompoundDType logical dtype, not %R", dt);
       return nullptr;
+    case sw::RepresentationForm::PlaneCount:
+      PyErr_Format(PyExc_ValueError, "%R has %zd planes but the representation has %zd subtensors", dt, n_planes,
+                   n);
+      return nullptr;
+    case sw::RepresentationForm::AdjacentCount:
+      PyErr_Format(PyExc_ValueError, "%zd subtensors need %zd adjacent layouts, got %zd", n, n - 1, n_adjacent);
+      return nullptr;
+    case sw::RepresentationForm::Single: {
+      // A one-subtensor representation of a simple dtype is an ordinary tensor.
+      PyObject* only = PyTuple_GET_ITEM(r->subtensors, 0);
+      if (validate_subtensor(only, dt, 0) < 0) return nullptr;
+      return tensor_new(as_sub(only)->carrier, as_sub(only)->offset, as_sub(only)->layout);
     }
-    if (validate_subtensor(first, dt, 0) < 0) return nullptr;
-    return tensor_new(as_sub(first)->carrier, as_sub(first)->offset, as_sub(first)->layout);
+    case sw::RepresentationForm::Multi:
+      break;
   }
-  PyObject* planes = reinterpret_cast<DTypeObject*>(dt)->simple_types;
-  if (PyTuple_GET_SIZE(planes) != n) {
-    PyErr_Format(PyExc_ValueError, "%R has %zd planes but the representation has %zd subtensors", dt,
-                 PyTuple_GET_SIZE(planes), n);
-    return nullptr;
-  }
-  if (PyTuple_GET_SIZE(r->adjacent_layouts) != n - 1) {
-    PyErr_Format(PyExc_ValueError, "%zd subtensors need %zd adjacent layouts, got %zd", n, n - 1,
-                 PyTuple_GET_SIZE(r->adjacent_layouts));
-    return nullptr;
-  }
+  PyObject* first = PyTuple_GET_ITEM(r->subtensors, 0);
   PyTypeObject* cls = Py_TYPE(as_sub(first)->carrier);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* sub = PyTuple_GET_ITEM(r->subtensors, i);
@@ -263,7 +266,7 @@ PyObject* representation_build_tensor(PyObject* rep) {
   for (Py_ssize_t i = 0; i + 1 < n; ++i) {
     const sw::Layout& adj = layout_of(PyTuple_GET_ITEM(r->adjacent_layouts, i));
     const sw::Layout& src = layout_of(as_sub(PyTuple_GET_ITEM(r->subtensors, i))->layout);
-    if (!(adj.shape() == src.shape())) {
+    if (!sw::adjacent_fits(adj, src)) {
       PyErr_Format(PyExc_ValueError, "adjacent layout %zd must have subtensor %zd's shape as its domain", i, i);
       return nullptr;
     }

@@ -10,7 +10,7 @@
 //    ValueError: True as an extent is almost certainly a bug.
 //  - str/bytes/bytearray are never iterables here (ValueError), so "23"
 //    cannot silently become a tree of characters.
-//  - Nesting deeper than kMaxDepth levels is a ValueError (self-referential
+//  - Nesting deeper than sw::kMaxTreeDepth levels is a ValueError (self-referential
 //    lists would otherwise recurse forever).
 //  - A Shape whose size overflows int64, or any leaf beyond int64, is a
 //    ValueError.
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "layout_object.hpp"
+#include "tree_rules.hpp"
 #include "module.hpp"
 #include "keys.hpp"
 #include "util/ref.hpp"
@@ -28,7 +29,7 @@ namespace swpy {
 
 namespace {
 
-constexpr int kMaxDepth = 64;
+using sw::kMaxTreeDepth;
 
 IntTreeObject* as_tree(PyObject* o) { return reinterpret_cast<IntTreeObject*>(o); }
 bool is_int_tree(PyObject* o) { return Py_TYPE(o) == &Shape_Type || Py_TYPE(o) == &Stride_Type; }
@@ -41,65 +42,55 @@ PyObject* tree_object_new(PyTypeObject* type, sw::IntTree t) {
   return self;
 }
 
-// Leaf rule: Shape extents >= 1, Stride values >= 0.
-int check_leaf(bool shape, int64_t v) {
-  if (shape && v < 1) {
-    PyErr_Format(PyExc_ValueError, "Shape extent must be >= 1, got %lld", static_cast<long long>(v));
-    return -1;
-  }
-  if (!shape && v < 0) {
-    PyErr_Format(PyExc_ValueError, "Stride must be >= 0, got %lld", static_cast<long long>(v));
-    return -1;
-  }
-  return 0;
+int bad_leaf(sw::TreeKind kind, int64_t v) {
+  PyErr_SetString(PyExc_ValueError, sw::leaf_error(kind, v).c_str());
+  return -1;
 }
 
-// Validates every leaf of a tree copied from another Shape/Stride (a Stride
-// may hold 0 where a Shape needs >= 1).
-int check_tree(bool shape, const sw::IntTree& t) {
-  if (t.is_leaf) return check_leaf(shape, t.value);
-  for (const sw::IntTree& c : t.children)
-    if (check_tree(shape, c) < 0) return -1;
-  return 0;
+// Every leaf of a tree copied from another Shape/Stride.
+int check_tree(sw::TreeKind kind, const sw::IntTree& t) {
+  const sw::IntTree* bad = sw::first_invalid_leaf(kind, t);
+  return bad ? bad_leaf(kind, bad->value) : 0;
 }
 
-const char* kind_name(bool shape) { return shape ? "Shape" : "Stride"; }
+int too_deep(sw::TreeKind kind) {
+  PyErr_Format(PyExc_ValueError, "%s nesting is deeper than %d levels", sw::tree_kind_name(kind), kMaxTreeDepth);
+  return -1;
+}
 
-int leaf_from_long(bool shape, PyObject* num, sw::IntTree* out) {
+int leaf_from_long(sw::TreeKind kind, PyObject* num, sw::IntTree* out) {
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
   if (v == -1 && PyErr_Occurred()) return -1;
   if (overflow) {
-    PyErr_Format(PyExc_ValueError, "%s value %R does not fit a signed 64-bit integer", kind_name(shape), num);
+    PyErr_Format(PyExc_ValueError, "%s value %R does not fit a signed 64-bit integer", sw::tree_kind_name(kind),
+                 num);
     return -1;
   }
-  if (check_leaf(shape, v) < 0) return -1;
+  if (!sw::leaf_valid(kind, v)) return bad_leaf(kind, v);
   *out = sw::IntTree::leaf(v);
   return 0;
 }
 
-int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTree>* out);
+int parse_items(sw::TreeKind kind, PyObject* iterable, int depth, std::vector<sw::IntTree>* out);
 
 // One mode: an int leaf or a nested iterable.
-int parse_item(bool shape, PyObject* item, int depth, sw::IntTree* out) {
+int parse_item(sw::TreeKind kind, PyObject* item, int depth, sw::IntTree* out) {
   if (PyBool_Check(item)) {
-    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got bool", kind_name(shape));
+    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got bool", sw::tree_kind_name(kind));
     return -1;
   }
-  if (PyLong_Check(item)) return leaf_from_long(shape, item, out);
+  if (PyLong_Check(item)) return leaf_from_long(kind, item, out);
   if (PyUnicode_Check(item) || PyBytes_Check(item) || PyByteArray_Check(item)) {
-    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", kind_name(shape),
+    PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", sw::tree_kind_name(kind),
                  Py_TYPE(item)->tp_name);
     return -1;
   }
   if (is_int_tree(item)) {
     // The limit holds for nested Shape/Stride objects too, or wrapping them
     // would grow a tree deep enough to overflow the recursive tree code.
-    if (depth + tree_of(item).depth() > kMaxDepth) {
-      PyErr_Format(PyExc_ValueError, "%s nesting is deeper than %d levels", kind_name(shape), kMaxDepth);
-      return -1;
-    }
-    if (check_tree(shape, tree_of(item)) < 0) return -1;
+    if (sw::nesting_too_deep(depth, tree_of(item))) return too_deep(kind);
+    if (check_tree(kind, tree_of(item)) < 0) return -1;
     *out = tree_of(item);
     return 0;
   }
@@ -107,7 +98,7 @@ int parse_item(bool shape, PyObject* item, int depth, sw::IntTree* out) {
   if (it) {
     Py_DECREF(it);
     std::vector<sw::IntTree> children;
-    if (parse_items(shape, item, depth + 1, &children) < 0) return -1;
+    if (parse_items(kind, item, depth + 1, &children) < 0) return -1;
     *out = sw::IntTree::node(std::move(children));
     return 0;
   }
@@ -116,26 +107,23 @@ int parse_item(bool shape, PyObject* item, int depth, sw::IntTree* out) {
   if (PyIndex_Check(item)) {
     PyObject* num = PyNumber_Index(item);
     if (num) {
-      int r = leaf_from_long(shape, num, out);
+      int r = leaf_from_long(kind, num, out);
       Py_DECREF(num);
       return r;
     }
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
     PyErr_Clear();
   }
-  PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", kind_name(shape),
+  PyErr_Format(PyExc_ValueError, "%s element must be an int or an iterable, got %.100s", sw::tree_kind_name(kind),
                Py_TYPE(item)->tp_name);
   return -1;
 }
 
 // The modes of an iterable (each item one mode).
-int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTree>* out) {
-  if (depth > kMaxDepth) {
-    PyErr_Format(PyExc_ValueError, "%s nesting is deeper than %d levels", kind_name(shape), kMaxDepth);
-    return -1;
-  }
+int parse_items(sw::TreeKind kind, PyObject* iterable, int depth, std::vector<sw::IntTree>* out) {
+  if (depth > kMaxTreeDepth) return too_deep(kind);
   if (is_int_tree(iterable)) {
-    if (check_tree(shape, tree_of(iterable)) < 0) return -1;
+    if (check_tree(kind, tree_of(iterable)) < 0) return -1;
     *out = tree_of(iterable).children;
     return 0;
   }
@@ -144,7 +132,7 @@ int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTr
   PyObject* item;
   while ((item = PyIter_Next(it)) != nullptr) {
     sw::IntTree t;
-    int r = parse_item(shape, item, depth, &t);
+    int r = parse_item(kind, item, depth, &t);
     Py_DECREF(item);
     if (r < 0) { Py_DECREF(it); return -1; }
     out->push_back(std::move(t));
@@ -154,9 +142,9 @@ int parse_items(bool shape, PyObject* iterable, int depth, std::vector<sw::IntTr
 }
 
 PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  const bool shape = type == &Shape_Type;
+  const sw::TreeKind kind = type == &Shape_Type ? sw::TreeKind::Shape : sw::TreeKind::Stride;
   if (kwargs && PyDict_GET_SIZE(kwargs) != 0) {
-    PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", kind_name(shape));
+    PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", sw::tree_kind_name(kind));
     return nullptr;
   }
   PyObject* source = args;
@@ -182,16 +170,12 @@ PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   }
   try {
     std::vector<sw::IntTree> modes;
-    if (parse_items(shape, source, 1, &modes) < 0) return nullptr;
+    if (parse_items(kind, source, 1, &modes) < 0) return nullptr;
     sw::IntTree t = sw::IntTree::node(std::move(modes));
-    if (shape) {
-      try {
-        (void)t.product();
-      } catch (const std::overflow_error&) {
-        PyErr_Format(PyExc_ValueError, "Shape size (product of extents) overflows int64: %s",
-                     sw::to_string(t).c_str());
-        return nullptr;
-      }
+    if (kind == sw::TreeKind::Shape && sw::size_overflows(t)) {
+      PyErr_Format(PyExc_ValueError, "Shape size (product of extents) overflows int64: %s",
+                   sw::to_string(t).c_str());
+      return nullptr;
     }
     return tree_object_new(type, std::move(t));
   } catch (const std::bad_alloc&) {
@@ -244,10 +228,7 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
     if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
     Py_ssize_t n = PySlice_AdjustIndices(static_cast<Py_ssize_t>(ch.size()), &start, &stop, step);
     try {
-      std::vector<sw::IntTree> sel;
-      sel.reserve(static_cast<size_t>(n));
-      for (Py_ssize_t k = 0, i = start; k < n; ++k, i += step) sel.push_back(ch[static_cast<size_t>(i)]);
-      return tree_object_new(Py_TYPE(self), sw::IntTree::node(std::move(sel)));
+      return tree_object_new(Py_TYPE(self), sw::select_modes(tree_of(self), start, step, n));
     } catch (const std::bad_alloc&) {
       return PyErr_NoMemory();
     }
@@ -265,7 +246,7 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
 
 PyObject* IntTree_repr(PyObject* self) {
   try {
-    std::string s = std::string(type_name(self)) + "<" + sw::to_string(tree_of(self)) + ">";
+    const std::string s = sw::tree_repr(type_name(self), tree_of(self));
     return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
   } catch (const std::bad_alloc&) {
     return PyErr_NoMemory();
@@ -316,24 +297,6 @@ PyObject* Shape_encode(PyObject* self, PyObject* key) {
   return PyLong_FromLongLong(ordinal);
 }
 
-// The coordinate of ordinal within mode t (0 <= ordinal < t.product()).
-PyObject* decode_mode(const sw::IntTree& t, int64_t ordinal) {
-  if (t.is_leaf) return PyLong_FromLongLong(ordinal);
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(t.children.size()));
-  if (!tuple) return nullptr;
-  for (size_t i = 0; i < t.children.size(); ++i) {
-    const int64_t extent = t.children[i].product();  // validated: fits int64
-    PyObject* part = decode_mode(t.children[i], ordinal % extent);
-    if (!part) {
-      Py_DECREF(tuple);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), part);
-    ordinal /= extent;
-  }
-  return tuple;
-}
-
 PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
   if (PyBool_Check(ordinal_obj) || !PyIndex_Check(ordinal_obj)) {
     PyErr_Format(PyExc_TypeError, "Shape.decode() expects an int ordinal, got %.100s", type_name(ordinal_obj));
@@ -345,12 +308,16 @@ PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
   const long long v = PyLong_AsLongLongAndOverflow(index.get(), &overflow);
   if (v == -1 && PyErr_Occurred()) return nullptr;
   const sw::IntTree& t = tree_of(self);
-  if (overflow || v < 0 || v >= t.product()) {
+  if (overflow || !sw::ordinal_in(t, v)) {
     PyErr_Format(PyExc_ValueError, "Shape.decode(): ordinal %R is outside %R (size %lld)", index.get(), self,
                  static_cast<long long>(t.product()));
     return nullptr;
   }
-  return decode_mode(t, v);
+  try {
+    return tree_to_py(sw::decode_ordinal(t, v));
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
 }
 
 PyMethodDef Shape_methods[] = {

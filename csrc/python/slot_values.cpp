@@ -2,6 +2,8 @@
 // objects to codec values and back; the rules are sw::codec's.
 #include "slot_values.hpp"
 
+#include "dtype_info.hpp"
+
 #include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "carrier_object.hpp"
@@ -12,16 +14,7 @@ namespace {
 
 namespace codec = sw::codec;
 
-const char* slot_name(sw::DTypeCode code) {
-  switch (code) {
-    case sw::DTypeCode::Floating: return "Floating";
-    case sw::DTypeCode::Float64: return "Float64";
-    case sw::DTypeCode::Float32: return "Float32";
-    case sw::DTypeCode::Int32: return "Int32";
-    case sw::DTypeCode::Bool: return "Bool";
-    default: return "this";
-  }
-}
+const char* slot_name(sw::DTypeCode code) { return codec::has_codec(code) ? sw::dtype_name(code) : "this"; }
 
 // The Python exception of a failed codec step on a value of type v.
 int raise_codec_status(codec::Status s, sw::DTypeCode code, PyObject* v) {

@@ -8,6 +8,7 @@
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
+#include "subtensor_rules.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
@@ -82,15 +83,15 @@ int parse_offset(PyObject* o, Py_ssize_t* out) {
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) return -1;
-  // On overflow v is -1, so test the sign through `overflow` first: a huge
-  // positive offset is out of range, not negative.
-  if (overflow < 0 || (overflow == 0 && v < 0)) {
-    PyErr_SetString(PyExc_ValueError, "offset must be non-negative");
-    return -1;
-  }
-  if (overflow > 0 || v > PY_SSIZE_T_MAX) {
-    PyErr_SetString(PyExc_ValueError, "offset exceeds carrier size");
-    return -1;
+  switch (sw::check_offset(v, overflow, PY_SSIZE_T_MAX)) {
+    case sw::OffsetCheck::Negative:
+      PyErr_SetString(PyExc_ValueError, "offset must be non-negative");
+      return -1;
+    case sw::OffsetCheck::TooLarge:
+      PyErr_SetString(PyExc_ValueError, "offset exceeds carrier size");
+      return -1;
+    case sw::OffsetCheck::Ok:
+      break;
   }
   *out = static_cast<Py_ssize_t>(v);
   return 0;
@@ -110,8 +111,8 @@ PyObject* tensor_validated(PyTypeObject* type, PyObject* carrier, PyObject* offs
   if (parse_offset(offset_obj, &offset) < 0) return nullptr;
   Py_ssize_t csize = carrier_size(carrier);
   if (csize < 0) return nullptr;
-  int64_t cosize = layout_of(layout).cosize();
-  if (static_cast<int64_t>(offset) > static_cast<int64_t>(csize) - cosize) {
+  const int64_t cosize = layout_of(layout).cosize();
+  if (!sw::span_fits(offset, csize, cosize)) {
     PyErr_Format(PyExc_ValueError,
                  "offset %zd + layout cosize %lld exceeds carrier size %zd", offset,
                  static_cast<long long>(cosize), csize);

@@ -24,6 +24,9 @@
 #include <vector>
 
 #include "convert.hpp"
+#include "data_shape.hpp"
+#include "dtype_info.hpp"
+#include "subtensor_rules.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -39,37 +42,11 @@ namespace swpy {
 
 namespace {
 
-constexpr int kMaxRank = 64;
+using sw::data::kMaxRank;
+using sw::data::position_text;
+using sw::data::shape_text;
 // Conversions above this many elements release the GIL.
 constexpr int64_t kGilFreeElements = 1 << 16;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1) s += ",";
-  return s + ")";
-}
-
-// Row-major index tuple (as text) of a flat ordinal within shape.
-std::string position_text(const std::vector<int64_t>& shape, int64_t ordinal) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t k = shape.size(); k > 0; --k) {
-    idx[k - 1] = ordinal % shape[k - 1];
-    ordinal /= shape[k - 1];
-  }
-  return shape_text(idx);
-}
-
-const char* dtype_text(sw::DTypeCode c) {
-  switch (c) {
-    case sw::DTypeCode::Float32: return "Float32";
-    case sw::DTypeCode::Int32: return "Int32";
-    default: return "Bool";
-  }
-}
 
 // dtype= argument: None (infer) or a DType CPU can hold. 0 / -1; *given is
 // false for None.
@@ -94,67 +71,39 @@ int parse_dtype(PyObject* dtype, bool* given, sw::DTypeCode* out) {
 }
 
 int check_extents(const std::vector<int64_t>& shape) {
-  for (int64_t e : shape) {
-    if (e < 1) {
-      PyErr_Format(PyExc_ValueError, "tensor() needs every extent >= 1; the data has shape %s",
-                   shape_text(shape).c_str());
-      return -1;
-    }
-  }
-  return 0;
+  if (sw::data::extents_positive(shape)) return 0;
+  PyErr_Format(PyExc_ValueError, "tensor() needs every extent >= 1; the data has shape %s",
+               shape_text(shape).c_str());
+  return -1;
 }
 
-// The layout the tensor gets and the slot stride of each data dimension.
-// A given layout must be injective with leaf extents equal to the shape.
-struct Placement {
-  Ref layout;                     // Layout object
-  std::vector<int64_t> strides;   // slots, one per data dimension
-  int64_t cosize = 1;
-  bool compact = true;            // no holes: the storage need not be zeroed
+// The layout the tensor gets (a given one, type-checked by the caller, or
+// row-major) and where each element goes.
+struct Placement : sw::data::Placement {
+  Ref layout;  // Layout object
 };
 
 int place(PyObject* layout_arg, const std::vector<int64_t>& shape, Placement* p) {
   if (layout_arg && layout_arg != Py_None) {
-    if (!is_layout(layout_arg)) {
-      PyErr_Format(PyExc_TypeError, "tensor() layout must be a Layout or None, not %.100s", type_name(layout_arg));
-      return -1;
-    }
     const sw::Layout& l = layout_of(layout_arg);
-    std::vector<int64_t> extents;
-    for (const auto& m : l.leaves()) extents.push_back(m.extent);
-    if (extents != shape) {
+    sw::data::LayoutFit fit = sw::data::LayoutFit::Ok;
+    if (engine_call([&] { fit = sw::data::fit_layout(l, shape, p); }) < 0) return -1;
+    if (fit == sw::data::LayoutFit::ExtentsDiffer) {
       PyErr_Format(PyExc_ValueError,
                    "tensor() layout %R has leaf extents %s, but the data has shape %s (they must be equal)",
-                   layout_arg, shape_text(extents).c_str(), shape_text(shape).c_str());
+                   layout_arg, shape_text(sw::data::leaf_extents(l)).c_str(), shape_text(shape).c_str());
       return -1;
     }
-    bool injective = false;
-    if (engine_call([&] { injective = l.is_injective(); }) < 0) return -1;
-    if (!injective) {
+    if (fit == sw::data::LayoutFit::NotInjective) {
       PyErr_Format(PyExc_ValueError, "tensor() layout %R is not injective: every element needs its own slot",
                    layout_arg);
       return -1;
     }
     p->layout = Ref::borrow(layout_arg);
-    for (const auto& m : l.leaves()) p->strides.push_back(m.stride);
-    p->cosize = l.cosize();
-    p->compact = l.cosize() == l.size();
     return 0;
   }
-  // Row-major: Layout(Shape([d0, ..., dk]), Stride([d1*...*dk, ..., 1])).
-  p->strides.assign(shape.size(), 1);
-  for (size_t k = shape.size(); k > 1; --k) p->strides[k - 2] = p->strides[k - 1] * shape[k - 1];
   sw::Layout l;
-  int rc = engine_call([&] {
-    std::vector<sw::IntTree> s, d;
-    for (size_t k = 0; k < shape.size(); ++k) {
-      s.push_back(sw::IntTree::leaf(shape[k]));
-      d.push_back(sw::IntTree::leaf(p->strides[k]));
-    }
-    l = sw::Layout(sw::IntTree::node(std::move(s)), sw::IntTree::node(std::move(d)));
-  });
-  if (rc < 0) return -1;
-  p->cosize = l.cosize();
+  if (engine_call([&] { l = sw::data::row_major(shape, p); }) < 0) return -1;
   p->layout = Ref::steal(layout_from_engine(l));
   return p->layout ? 0 : -1;
 }
@@ -206,9 +155,8 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   if (check_extents(shape) < 0) return nullptr;
   if (!dtype_given) code = sw::inferred_dtype(fmt.kind);
   if (!sw::kind_accepted(fmt.kind, code)) {
-    static const char* kinds[] = {"bool", "signed integer", "unsigned integer", "floating"};
     PyErr_Format(PyExc_TypeError, "tensor() cannot store %s data (buffer format '%s') in %s slots",
-                 kinds[static_cast<int>(fmt.kind)], format, dtype_text(code));
+                 sw::data::kind_text(fmt.kind), format, sw::dtype_name(code));
     return nullptr;
   }
   Placement p;
@@ -216,8 +164,7 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   void* dst = nullptr;
   Ref carrier = allocate(p, code, &dst);
   if (!carrier) return nullptr;
-  int64_t n = 1;
-  for (int64_t e : shape) n *= e;
+  const int64_t n = sw::data::element_count(shape);
   sw::ConvertStatus st;
   auto run = [&] {
     st = sw::convert_strided(dst, code, p.strides.data(), view.buf, fmt, strides.data(), shape.data(), view.ndim);
@@ -238,7 +185,8 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
 
 // ------------------------------------------------------ nested sequences
 
-enum class LeafKind : uint8_t { Bool, Int, Float };
+using sw::data::LeafKind;
+using Step = sw::data::NestedShape::Step;
 
 bool is_numpy_bool(PyObject* v) {
   const char* n = Py_TYPE(v)->tp_name;
@@ -253,58 +201,47 @@ bool is_level(PyObject* o) {
 }
 
 struct Nested {
-  std::vector<int64_t> shape;
-  std::vector<Ref> leaves;      // strong: converting may run code that mutates lists
-  int leaf_depth = -1;
-  std::vector<Py_ssize_t> path;
+  sw::data::NestedShape shape;
+  std::vector<Ref> leaves;  // strong: converting may run code that mutates lists
 };
 
-int ragged(Nested& n, const char* what) {
-  std::vector<int64_t> at(n.path.begin(), n.path.end());
-  PyErr_Format(PyExc_ValueError,
-               "tensor() needs a rectangular nested sequence: %s at index %s (shape so far %s)", what,
-               shape_text(at).c_str(), shape_text(n.shape).c_str());
+int ragged(const Nested& n, Step step, int64_t len = 0) {
+  PyErr_Format(PyExc_ValueError, "tensor() needs a rectangular nested sequence: %s",
+               n.shape.ragged_text(step, len).c_str());
   return -1;
 }
 
 int walk(PyObject* o, Nested& n) {
-  const int depth = static_cast<int>(n.path.size());
   if (!is_level(o)) {
-    if (n.leaf_depth < 0) n.leaf_depth = depth;
-    else if (n.leaf_depth != depth) return ragged(n, "a number where a sequence was expected");
+    const Step step = n.shape.leaf();
+    if (step != Step::Ok) return ragged(n, step);
     n.leaves.push_back(Ref::borrow(o));
     return 0;
   }
-  if (n.leaf_depth >= 0 && depth >= n.leaf_depth) return ragged(n, "a sequence where a number was expected");
-  if (depth >= kMaxRank) {
+  const Step begin = n.shape.begin_level();
+  if (begin == Step::TooDeep) {
     PyErr_Format(PyExc_ValueError, "tensor() supports at most %d dimensions", kMaxRank);
     return -1;
   }
+  if (begin != Step::Ok) return ragged(n, begin);
   if (Py_EnterRecursiveCall(" in strideweave.tensor()")) return -1;
   Ref fast = Ref::steal(PySequence_Fast(o, "tensor() data must be a sequence"));
   int rc = -1;
   if (fast) {
     const Py_ssize_t len = PySequence_Fast_GET_SIZE(fast.get());
-    if (static_cast<int>(n.shape.size()) == depth) {
-      n.shape.push_back(len);
-    } else if (n.shape[static_cast<size_t>(depth)] != len) {
-      std::string what = "length " + std::to_string(len) + " instead of " +
-                         std::to_string(n.shape[static_cast<size_t>(depth)]);
+    const Step step = n.shape.level_length(len);
+    if (step != Step::Ok) {
       Py_LeaveRecursiveCall();
-      return ragged(n, what.c_str());
-    }
-    if (len == 0) {
-      Py_LeaveRecursiveCall();
-      return check_extents(n.shape);
+      return step == Step::ZeroExtent ? check_extents(n.shape.shape()) : ragged(n, step, len);
     }
     rc = 0;
     // A list may shrink while we walk it (a __len__ or PySequence_Fast of a
     // nested user sequence runs Python code): re-read the size every step.
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
       Ref item = Ref::borrow(PySequence_Fast_GET_ITEM(fast.get(), i));
-      n.path.push_back(i);
+      n.shape.enter(i);
       rc = walk(item.get(), n);
-      n.path.pop_back();
+      n.shape.leave();
     }
     if (rc == 0 && PySequence_Fast_GET_SIZE(fast.get()) != len) {
       PyErr_SetString(PyExc_RuntimeError, "tensor() data changed size while it was read");
@@ -365,40 +302,30 @@ PyObject* from_values(PyObject* data, bool scalar, bool dtype_given, sw::DTypeCo
   } else if (walk(data, n) < 0) {
     return nullptr;
   }
-  if (check_extents(n.shape) < 0) return nullptr;
+  const std::vector<int64_t>& shape = n.shape.shape();
+  if (check_extents(shape) < 0) return nullptr;
   LeafKind widest = LeafKind::Bool;
   for (size_t i = 0; i < n.leaves.size(); ++i) {
     LeafKind k;
     if (leaf_kind(n.leaves[i].get(), &k) < 0) {
-      if (!scalar) annotate(n.shape, static_cast<int64_t>(i));
+      if (!scalar) annotate(shape, static_cast<int64_t>(i));
       return nullptr;
     }
     if (k > widest) widest = k;
   }
-  if (!dtype_given)
-    code = widest == LeafKind::Float ? sw::DTypeCode::Float32
-           : widest == LeafKind::Int ? sw::DTypeCode::Int32
-                                     : sw::DTypeCode::Bool;
+  if (!dtype_given) code = sw::data::inferred_dtype(widest);
   Placement p;
-  if (place(layout_arg, n.shape, &p) < 0) return nullptr;
+  if (place(layout_arg, shape, &p) < 0) return nullptr;
   void* dst = nullptr;
   Ref carrier = allocate(p, code, &dst);
   if (!carrier) return nullptr;
-  // Odometer over the row-major coordinates: slot = sum(coord * stride).
-  std::vector<int64_t> coord(n.shape.size(), 0);
-  int64_t slot = 0;
-  for (size_t i = 0; i < n.leaves.size(); ++i) {
+  sw::data::RowMajorSlots slots(shape, p.strides);
+  for (size_t i = 0; i < n.leaves.size(); ++i, slots.next()) {
     // A leaf's __float__/__index__ runs Python code, but nothing else holds
     // this fresh carrier, so its storage cannot go away meanwhile.
-    if (store_leaf(n.leaves[i].get(), code, dst, slot) < 0) {
-      if (!scalar) annotate(n.shape, static_cast<int64_t>(i));
+    if (store_leaf(n.leaves[i].get(), code, dst, slots.slot()) < 0) {
+      if (!scalar) annotate(shape, static_cast<int64_t>(i));
       return nullptr;
-    }
-    for (size_t k = coord.size(); k > 0; --k) {
-      slot += p.strides[k - 1];
-      if (++coord[k - 1] < n.shape[k - 1]) break;
-      slot -= p.strides[k - 1] * n.shape[k - 1];
-      coord[k - 1] = 0;
     }
   }
   return finish(std::move(carrier), p);
@@ -533,7 +460,7 @@ PyObject* tolist_file_backed(PyObject* c, const sw::Layout& l, int64_t offset) {
   FileBackedObject* fb = reinterpret_cast<FileBackedObject*>(c);
   const sw::DTypeCode code = dtype_code(fb->dtype);
   const int item = sw::itemsize(code);
-  if (item == 0 || offset + l.cosize() > fb->size) return nullptr;
+  if (item == 0 || !sw::span_fits(offset, fb->size, l.cosize())) return nullptr;
   std::vector<unsigned char> buf;
   try {
     buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
@@ -616,15 +543,7 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
                  type_name(t->carrier));
     return nullptr;
   }
-  const char* np_dtype;
-  switch (code) {
-    case sw::DTypeCode::Float32: np_dtype = "float32"; break;
-    case sw::DTypeCode::Int32: np_dtype = "int32"; break;
-    case sw::DTypeCode::Bool: np_dtype = "bool"; break;
-    case sw::DTypeCode::Floating:
-    case sw::DTypeCode::Float64: np_dtype = "float64"; break;
-    default: np_dtype = "object"; break;
-  }
+  const char* np_dtype = sw::numpy_dtype_name(code);
   Ref values = Ref::steal(tensor_tolist(self, nullptr));
   if (!values) return nullptr;
   Ref arr = Ref::steal(PyObject_CallMethod(np.get(), "array", "Os", values.get(), np_dtype));
