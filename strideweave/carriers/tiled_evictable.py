@@ -73,6 +73,7 @@ from .._core import AwaitProjection, AwaitResidency, Carrier, ElementwiseMoveOpe
 from .._core import AwaitMove, DType, Tensor
 from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
+from ._tiled_direct import tile_reader as _tile_reader
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
 from ._tiled_copies import _sum_gradients as _sum_tile_gradients
 from ._tiled_geometry import TileGeometry, canonical_layout
@@ -873,6 +874,14 @@ class TiledEvictable(Carrier):
             req.submit_spans(promo_spans)
         req.seal()
         return handle.wait()
+
+    def _tile_reader(self, purpose: str = "operation") -> Any:
+        """The hook a native direct operation uses to read every tile one at
+        a time (see ``_tiled_direct``): ``tile(k)`` gives ``(carrier,
+        offset)`` of tile k's values in the primary's class, ``close(ok)``
+        ends the request. Conflicts with a pending residency request raise
+        RuntimeError at once, like ``_operand``."""
+        return _tile_reader(self, purpose)
 
     def _gradient(self, tensor: Tensor, dense_grad: object, zero_tiles: Optional[Iterable[int]] = None) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense
