@@ -14,12 +14,13 @@ residency policy's promotions alongside, and commits the policy's plan at
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, cast
 
 from .._core import Carrier, Shape
 from . import _tiled_handles as _h
 from ._tiled_values import TileSet
-from ._tiled_work import _IMPLICIT, _INVALID, _PRIMARY, _Access, _Request, _route_class, _route_copy, _tile_coord
+from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _Access, _gather_spans, _native_pair, _Request, _route_class,
+                          _route_copy, _tile_coord)
 
 if TYPE_CHECKING:
     from .tiled_evictable import TiledEvictable
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 class _TileReader:
     """Handed to a native direct operation by ``TiledEvictable._tile_reader``."""
 
-    __slots__ = ("te", "req", "stage", "closed", "ok")
+    __slots__ = ("te", "req", "stage", "native", "transfers", "closed", "ok")
 
     def __init__(self, te: TiledEvictable, purpose: str) -> None:
         if purpose not in ("operation", "backward"):
@@ -40,6 +41,8 @@ class _TileReader:
         handle = _h.new_handle("projection")
         self.te = te
         self.stage: Optional[Carrier] = None
+        self.native = False
+        self.transfers: dict[int, _h.Transfer] = {}  # secondary tiles read in parts: their open transfer
         self.closed = False
         self.ok = False
         with st.lock:
@@ -72,33 +75,67 @@ class _TileReader:
             if _IMPLICIT in st.loc:
                 te._zeros()  # the shared zero tile, claimed under the lock
 
-    def tile(self, k: int) -> Tuple[Carrier, int]:
-        """(carrier, slot offset) holding tile k's T values in its primary's
-        class, valid until the next call or close()."""
+    def tiles(self, spans: List[Tuple[int, int, int, bool]]) -> List[Tuple[Carrier, int]]:
+        """For each ``(k, first, count, last)``: ``(carrier, slot offset)``
+        holding slots [first, first + count) of tile k (relative to the
+        tile's first slot) in the primary's class, valid until the next call
+        or close(). Primary-resident tiles are read in place, implicit ones
+        from the shared zero tile; the secondary spans are copied into the
+        staging buffer (its size their total, at most about a tile as the
+        operation asks), as one engine call where the route is native. A
+        secondary tile read in several parts is one profiled transfer, ending
+        with the part marked ``last``."""
         te = self.te
         st = te._st
-        loc = st.loc[k]  # stable: this request reads every tile
-        if loc == _PRIMARY:
-            return st.prim(k)
-        if loc == _IMPLICIT:
-            return te._zeros(), 0
-        if self.stage is None:
-            self.stage = st.primary_proto.allocate_like(st.T, empty=True)
-        src = st.secondary
-        transfer = None
-        if self.req.session is not None:
-            transfer = _h.Transfer(self.req.session, type(src), _route_class(type(src), type(self.stage)),
-                                   (Shape(list(st.tile)),))
-            transfer.submitted()
-        ok = False
-        try:
-            with _Access(st.tokens_all()):
-                _route_copy(src, k * st.T, self.stage, 0, st.T)
-            ok = True
-        finally:
-            if transfer is not None:
-                transfer.finished(ok)
-        return self.stage, 0
+        T = st.T
+        out: List[Tuple[Carrier, int]] = []
+        copies = []
+        finishing = []
+        need = sum(count for k, _, count, _ in spans if st.loc[k] not in (_PRIMARY, _IMPLICIT))
+        if need and (self.stage is None or self.stage.size() < need):
+            if self.stage is not None:
+                self.stage.release()
+            self.stage = st.primary_proto.allocate_like(need, empty=True)
+            self.native = _native_pair(st.secondary, self.stage)
+        pos = 0
+        for k, first, count, last in spans:
+            if not (0 <= k < st.N and 0 <= first and 0 <= count and first + count <= T):
+                raise ValueError(f"tiles(): span {(k, first, count)} is not inside a tile of {T} slots")
+            loc = st.loc[k]  # stable: this request reads every tile
+            if loc == _PRIMARY:
+                c, off = st.prim(k)
+                out.append((c, off + first))
+                continue
+            if loc == _IMPLICIT:
+                out.append((te._zeros(), first))
+                continue
+            stage = cast(Carrier, self.stage)
+            copies.append((st.secondary, k * T + first, stage, pos, count))
+            out.append((stage, pos))
+            pos += count
+            transfer = self.transfers.get(k)
+            if transfer is None and self.req.session is not None:
+                transfer = _h.Transfer(self.req.session, type(st.secondary), _route_class(type(st.secondary),
+                                                                                          type(stage)),
+                                       (Shape(list(st.tile)),))
+                transfer.submitted()
+                self.transfers[k] = transfer
+            if last and transfer is not None:
+                finishing.append(k)
+        if copies:
+            ok = False
+            try:
+                with _Access(st.tokens_all()):
+                    if self.native:
+                        _gather_spans(copies)
+                    else:
+                        for sp in copies:
+                            _route_copy(*sp)
+                ok = True
+            finally:
+                for k in finishing if ok else list(self.transfers):
+                    self.transfers.pop(k).finished(ok)
+        return out
 
     def close(self, ok: bool) -> None:
         """Ends the request: the policy's plan commits when ok; waits for its
@@ -107,6 +144,9 @@ class _TileReader:
             return
         self.closed = True
         self.ok = bool(ok)
+        for transfer in self.transfers.values():
+            transfer.finished(False)  # (a part never read: the operation stopped early)
+        self.transfers.clear()
         if self.stage is not None:
             self.stage.release()
             self.stage = None

@@ -15,7 +15,12 @@
 // its result. Anything that path does not take (another primary class, a
 // layout that does not split at the tiles, a bad argument) goes through the
 // node's _forward and the dense _operand hook as before.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "autograd/ops_support.hpp"
@@ -238,7 +243,10 @@ int extents_of(PyObject* te, const char* attr, std::vector<int64_t>* out) {
 struct Reader {
   PyObject* te = nullptr;  // borrowed (the operand tensor holds it)
   Ref reader;
-  const char* tile = nullptr;  // tile k's values (host memory) for the current k
+  // Per tile of the chunk last read: the host address of the span's first
+  // slot, and that slot relative to the tile's first slot.
+  std::vector<const char*> at;
+  std::vector<int64_t> first;
 };
 
 // The operation's checks, as its _forward makes them; false (nothing raised)
@@ -327,7 +335,7 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
     for (size_t j = 0; j < p->readers.size(); ++j)
       if (p->readers[j].te == p->ops[i].tiled) r = static_cast<int>(j);
     if (r < 0) {
-      p->readers.push_back(Reader{p->ops[i].tiled, Ref(), nullptr});
+      p->readers.push_back(Reader{p->ops[i].tiled, Ref(), {}, {}});
       r = static_cast<int>(p->readers.size()) - 1;
     }
     p->reader_of[i] = r;
@@ -355,28 +363,96 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
   return true;
 }
 
-// Tile k's values of reader r: the host address of its first slot.
-int read_tile(Reader& r, const char* name, int64_t k, int64_t T) {
-  Ref idx = Ref::steal(PyLong_FromLongLong(k));
-  if (!idx) return -1;
-  Ref pair = Ref::steal(call_hook(name, "(): ", r.reader.get(), "tile", idx.get()));
-  if (!pair) return -1;
-  PyObject *c, *off;
-  if (!PyTuple_Check(pair.get()) || !PyArg_UnpackTuple(pair.get(), "tile", 2, 2, &c, &off) || !is_carrier(c)) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s(): the tile reader must give (carrier, offset)", name);
+// One chunk of reads from reader r: spans[j] = (k, first, count) of tile
+// k (slots relative to its first slot); r.at[k] / r.first[k] are set. last
+// says these are the tiles' last reads (their transfers end).
+int read_spans(Reader& r, const char* name, const std::vector<std::array<int64_t, 3>>& spans, bool last) {
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(spans.size())));
+  if (!list) return -1;
+  for (size_t j = 0; j < spans.size(); ++j) {
+    PyObject* t = Py_BuildValue("(LLLO)", static_cast<long long>(spans[j][0]), static_cast<long long>(spans[j][1]),
+                                static_cast<long long>(spans[j][2]), last ? Py_True : Py_False);
+    if (!t) return -1;
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(j), t);
+  }
+  Ref got = Ref::steal(call_hook(name, "(): ", r.reader.get(), "tiles", list.get()));
+  if (!got) return -1;
+  if (!PyList_Check(got.get()) || PyList_GET_SIZE(got.get()) != static_cast<Py_ssize_t>(spans.size())) {
+    PyErr_Format(PyExc_TypeError, "%s(): the tile reader must give one (carrier, offset) per span", name);
     return -1;
   }
-  const Py_ssize_t o = PyLong_AsSsize_t(off);
-  if (o == -1 && PyErr_Occurred()) return -1;
-  const void* data = Py_TYPE(c) == &CPU_Type ? carrier_host_data(c) : nullptr;
-  const Py_ssize_t n = data ? carrier_size(c) : -1;
-  if (!data || o < 0 || n < 0 || o > n || n - o < T) {
-    if (!PyErr_Occurred())
-      PyErr_Format(PyExc_RuntimeError, "%s(): tile %lld of the TiledEvictable has no CPU host storage", name, k);
-    return -1;
+  for (size_t j = 0; j < spans.size(); ++j) {
+    PyObject* pair = PyList_GET_ITEM(got.get(), static_cast<Py_ssize_t>(j));
+    PyObject *c, *off;
+    if (!PyTuple_Check(pair) || !PyArg_UnpackTuple(pair, "tiles", 2, 2, &c, &off) || !is_carrier(c)) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "%s(): the tile reader must give (carrier, offset) pairs", name);
+      return -1;
+    }
+    const Py_ssize_t o = PyLong_AsSsize_t(off);
+    if (o == -1 && PyErr_Occurred()) return -1;
+    const void* data = Py_TYPE(c) == &CPU_Type ? carrier_host_data(c) : nullptr;
+    const Py_ssize_t n = data ? carrier_size(c) : -1;
+    if (!data || o < 0 || n < 0 || o > n || n - o < spans[j][2]) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "%s(): tile %lld of the TiledEvictable has no CPU host storage", name,
+                     static_cast<long long>(spans[j][0]));
+      return -1;
+    }
+    const size_t k = static_cast<size_t>(spans[j][0]);
+    r.at[k] = static_cast<const char*>(data) + static_cast<size_t>(o) * sizeof(float);  // both kernel dtypes: 4 bytes
+    r.first[k] = spans[j][1];
   }
-  r.tile = static_cast<const char*>(data) + static_cast<size_t>(o) * sizeof(float);  // both kernel dtypes: 4 bytes
   return 0;
+}
+
+// Bands: every tile is computed in `bands` parts along its slowest
+// within-tile leaf, band b of every tile before band b + 1. The compact
+// result interleaves the tiles (the grid index is part of every mode), so
+// a whole tile's result is spread over the whole result; a band of every
+// tile is one contiguous stretch of it, written while it is in cache.
+struct Bands {
+  int64_t count = 1;
+  size_t leaf = 0;
+  std::vector<Leaves> leaves;  // per operand (then the output): a band's leaves
+  // Each band is computed in `subs` parts of `sub` leaves: the result of a
+  // part of every tile is small enough (about 256 KiB) to stay in cache.
+  int64_t subs = 1;
+  std::vector<Leaves> sub;
+};
+
+Bands plan_bands(const Plan& p) {
+  Bands b;
+  b.leaves = p.split.leaves;
+  const int64_t tiles = static_cast<int64_t>(p.split.offsets.size());
+  b.sub = b.leaves;
+  if (p.kind == Kind::Sum || tiles < 2) return b;
+  const Leaves& l = p.split.leaves[0];
+  size_t j = l.size();
+  for (size_t i = 0; i < l.size(); ++i)
+    if (l[i].extent > 1) j = i;
+  if (j == l.size()) return b;
+  const int64_t e = l[j].extent;
+  for (int64_t d = std::min(e, tiles); d > 1; --d) {
+    if (e % d == 0) {
+      b.count = d;
+      break;
+    }
+  }
+  b.leaf = j;
+  const int64_t eb = e / b.count;
+  for (Leaves& lv : b.leaves) lv[j].extent = eb;
+  const int64_t band_bytes = p.out.size() / b.count * static_cast<int64_t>(sw::itemsize(p.ops[0].dtype));
+  const int64_t want = std::max<int64_t>(1, band_bytes / (256 << 10));
+  for (int64_t d = std::min(eb, want); d > 1; --d) {
+    if (eb % d == 0) {
+      b.subs = d;
+      break;
+    }
+  }
+  b.sub = b.leaves;
+  for (Leaves& lv : b.sub) lv[j].extent = eb / b.subs;
+  return b;
 }
 
 PyObject* run_tiles(PyObject* op, Plan& p) {
@@ -407,38 +483,94 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   Ref result = Ref::steal(alloc_host(like.get(), p.out.size(), a.dtype, false, &data));
   if (!result) return nullptr;
   char* out = static_cast<char*>(data);
-  const Leaves& lo = p.split.leaves[p.nops];
+  const Bands bands = plan_bands(p);
+  const Leaves& lo = bands.sub[p.nops];
+  const Leaves& l0 = bands.sub[0];
+  const size_t jl = bands.leaf;
+  // Within-band reach of each operand's leaves: a tiled operand reads the
+  // slots between.
+  std::vector<std::pair<int64_t, int64_t>> reach;
+  for (int i = 0; i < p.nops; ++i) reach.push_back(sw::leaf_reach(bands.leaves[i]));
   double fsum = 0;
   int64_t isum = 0;
-  const auto at = [&](int i, size_t k) -> const void* {
-    const Operand& o = p.ops[i];
-    const int64_t rel = p.split.offsets[k][i];
-    if (o.tiled) return p.readers[p.reader_of[i]].tile + (o.offset + rel - static_cast<int64_t>(k) * p.T) * item;
-    return static_cast<const char*>(o.at()) + rel * static_cast<int64_t>(item);
+  const size_t tiles = p.split.offsets.size();
+  for (Reader& r : p.readers) {
+    r.at.assign(tiles, nullptr);
+    r.first.assign(tiles, 0);
+  }
+  // rel(i, k, b): operand i's first index of band b of tile k, relative to
+  // the tile's first slot (tiled) or to the operand's offset (dense).
+  const auto rel = [&](int i, size_t k, int64_t b) {
+    const int64_t band_off = b * bands.leaves[i][jl].extent * p.split.leaves[i][jl].stride;
+    return p.split.offsets[k][i] + band_off +
+           (p.ops[i].tiled ? p.ops[i].offset - static_cast<int64_t>(k) * p.T : 0);
   };
-  for (size_t k = 0; k < p.split.offsets.size(); ++k) {
-    for (Reader& r : p.readers)
-      if (read_tile(r, p.name, static_cast<int64_t>(k), p.T) < 0) return nullptr;
-    void* dst = p.kind == Kind::Sum ? nullptr : out + p.split.offsets[k][p.nops] * static_cast<int64_t>(item);
-    const int rc = forward_call(p.name, [&] {
-      switch (p.kind) {
-        case Kind::Add: K::add(a.dtype, at(0, k), p.split.leaves[0], at(1, k), p.split.leaves[1], dst, lo); break;
-        case Kind::Mul: K::mul(a.dtype, at(0, k), p.split.leaves[0], at(1, k), p.split.leaves[1], dst, lo); break;
-        case Kind::MulScalar:
-          if (a.dtype == DTypeCode::Float32)
-            K::mul_scalar_f32(static_cast<const float*>(at(0, k)), p.split.leaves[0], sd, static_cast<float*>(dst), lo);
-          else
-            K::mul_scalar_i32(static_cast<const int32_t*>(at(0, k)), p.split.leaves[0], si,
-                              static_cast<int32_t*>(dst), lo);
-          break;
-        case Kind::Relu: K::relu(a.dtype, at(0, k), p.split.leaves[0], dst, lo); break;
-        case Kind::Sum:
-          if (a.dtype == DTypeCode::Float32) fsum += K::sum_f32(static_cast<const float*>(at(0, k)), p.split.leaves[0]);
-          else isum += K::sum_i32(static_cast<const int32_t*>(at(0, k)), p.split.leaves[0]);
-          break;
+  std::vector<std::array<int64_t, 3>> spans;
+  for (int64_t b = 0; b < bands.count; ++b) {
+    size_t k0 = 0;
+    while (k0 < tiles) {
+      // A chunk of tiles whose spans together stay within about one tile.
+      size_t k1 = k0;
+      int64_t held = 0;
+      std::vector<std::vector<std::array<int64_t, 3>>> per(p.readers.size());
+      while (k1 < tiles) {
+        int64_t add = 0;
+        std::vector<std::array<int64_t, 3>> mine(p.readers.size());
+        for (size_t r = 0; r < p.readers.size(); ++r) {
+          int64_t first = INT64_MAX, end = INT64_MIN;
+          for (int i = 0; i < p.nops; ++i) {
+            if (p.reader_of[i] != static_cast<int>(r)) continue;
+            first = std::min(first, rel(i, k1, b) + reach[i].first);
+            end = std::max(end, rel(i, k1, b) + reach[i].second + 1);
+          }
+          mine[r] = {static_cast<int64_t>(k1), first, end - first};
+          add = std::max(add, end - first);
+        }
+        if (k1 > k0 && held + add > p.T) break;
+        held += add;
+        for (size_t r = 0; r < p.readers.size(); ++r) per[r].push_back(mine[r]);
+        ++k1;
       }
-    });
-    if (rc < 0) return nullptr;
+      for (size_t r = 0; r < p.readers.size(); ++r)
+        if (read_spans(p.readers[r], p.name, per[r], b == bands.count - 1) < 0) return nullptr;
+      for (int64_t sb = 0; sb < bands.subs; ++sb) {
+        for (size_t k = k0; k < k1; ++k) {
+          const auto at = [&](int i) -> const void* {
+            const int64_t sub_off = sb * l0[jl].extent * p.split.leaves[i][jl].stride;
+            const Operand& o = p.ops[i];
+            if (o.tiled) {
+              const Reader& r = p.readers[p.reader_of[i]];
+              return r.at[k] + (rel(i, k, b) + sub_off - r.first[k]) * static_cast<int64_t>(item);
+            }
+            return static_cast<const char*>(o.at()) + (rel(i, k, b) + sub_off) * static_cast<int64_t>(item);
+          };
+          void* dst = nullptr;
+          if (p.kind != Kind::Sum) {
+            const int64_t off = rel(p.nops, k, b) + sb * lo[jl].extent * p.split.leaves[p.nops][jl].stride;
+            dst = out + off * static_cast<int64_t>(item);
+          }
+          const int rc = forward_call(p.name, [&] {
+            switch (p.kind) {
+              case Kind::Add: K::add(a.dtype, at(0), l0, at(1), bands.sub[1], dst, lo); break;
+              case Kind::Mul: K::mul(a.dtype, at(0), l0, at(1), bands.sub[1], dst, lo); break;
+              case Kind::MulScalar:
+                if (a.dtype == DTypeCode::Float32)
+                  K::mul_scalar_f32(static_cast<const float*>(at(0)), l0, sd, static_cast<float*>(dst), lo);
+                else
+                  K::mul_scalar_i32(static_cast<const int32_t*>(at(0)), l0, si, static_cast<int32_t*>(dst), lo);
+                break;
+              case Kind::Relu: K::relu(a.dtype, at(0), l0, dst, lo); break;
+              case Kind::Sum:
+                if (a.dtype == DTypeCode::Float32) fsum += K::sum_f32(static_cast<const float*>(at(0)), l0);
+                else isum += K::sum_i32(static_cast<const int32_t*>(at(0)), l0);
+                break;
+            }
+          });
+          if (rc < 0) return nullptr;
+        }
+      }
+      k0 = k1;
+    }
   }
   if (p.kind == Kind::Sum) {
     const int rc = forward_call(p.name, [&] {
