@@ -1,13 +1,14 @@
 """Tile-by-tile reading of every tile of a TiledEvictable for a native direct
 operation (add, mul, relu, reduce_sum on a full tensor; ops_tiled.cpp).
 
-The operation asks for tile k's values with ``tile(k)`` and computes that
-tile before it asks for the next one, so the values it holds at once are one
-tile's: a primary-resident tile is read in place, a secondary tile is copied
-(its exact-pair route, one profiled tile transfer) into a staging buffer of
-one tile that every secondary tile reuses, and an implicit tile reads a
-shared zero tile. The reader is one request of the carrier: it holds every
-tile as read from ``open`` to ``close`` (a residency request overlapping it
+The operation asks for spans of tiles with ``tiles(spans)`` and computes them
+before it asks for more, keeping the spans of one call to about a tile in
+total, so the values it holds at once are about one tile's: a
+primary-resident tile is read in place, secondary spans are copied (their
+exact-pair route; one profiled transfer per tile however many parts it is
+read in) into a staging buffer that every call reuses, and an implicit tile
+reads a shared zero tile. The reader is one request of the carrier: it holds every
+tile as read from its creation to ``close`` (a residency request overlapping it
 raises RuntimeError, as one overlapping a projection does), runs the
 residency policy's promotions alongside, and commits the policy's plan at
 ``close`` when the operation succeeded.

@@ -9,10 +9,12 @@
 // Forward on a CPU primary runs tile by tile instead (tiled_forward, called
 // by Operation.forward): the carrier's _tile_reader(purpose) hands out one
 // tile's values at a time (in place when primary-resident, else in a staging
-// buffer of one tile), the engine kernels compute that tile's part of the
-// result (sw::split_tiles gives every operand's within-tile leaves and
-// per-tile offsets), so the forward holds one tile per tiled operand beyond
-// its result. Anything that path does not take (another primary class, a
+// buffer), the engine kernels compute that tile's part of the result
+// (sw::split_tiles gives every operand's within-tile leaves and per-tile
+// offsets), so the forward holds about one tile of values per tiled operand
+// beyond its result. Elementwise results interleave the tiles, so tiles are
+// computed in bands (see Bands), the reads of a band batched per chunk of
+// tiles whose spans total about one tile. Anything that path does not take (another primary class, a
 // layout that does not split at the tiles, a bad argument) goes through the
 // node's _forward and the dense _operand hook as before.
 #include <algorithm>
@@ -409,8 +411,9 @@ int read_spans(Reader& r, const char* name, const std::vector<std::array<int64_t
 // Bands: every tile is computed in `bands` parts along its slowest
 // within-tile leaf, band b of every tile before band b + 1. The compact
 // result interleaves the tiles (the grid index is part of every mode), so
-// a whole tile's result is spread over the whole result; a band of every
-// tile is one contiguous stretch of it, written while it is in cache.
+// a whole tile's result is spread over the whole result; in the canonical
+// layout a band of every tile is one stretch of it, written while it is in
+// cache.
 struct Bands {
   int64_t count = 1;
   size_t leaf = 0;
