@@ -300,7 +300,7 @@ RSS_CHILD = r"""
 import json, time
 import numpy as np
 import strideweave as sw
-from strideweave.carriers.tiled_evictable import TiledEvictable
+from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
 
 def hwm():
     with open("/proc/self/status") as f:
@@ -349,12 +349,35 @@ with sw.no_grad():
         d = te._operand(w)
         return d, sw.reduce_sum(d)
     d, r = measure("dense_reduce_sum", dense_sum)
+    d.carrier.release(); del d, r
+
+    def best(fn):  # seconds, the best of REPEAT calls (results released)
+        ts = []
+        for _ in range(REPEAT):
+            t0 = time.perf_counter()
+            got = fn()
+            ts.append(time.perf_counter() - t0)
+            for x in got if isinstance(got, tuple) else (got,):
+                x.carrier.release()
+        return min(ts) if ts else None
+
+    def cases():
+        yield "add", lambda: sw.add(w, w)
+        yield "reduce_sum", lambda: sw.reduce_sum(w)
+        yield "dense_add", dense_add
+        yield "dense_reduce_sum", dense_sum
+    for name, fn in cases():
+        out[name + "_cold_best_s"] = best(fn)
+    te.promote(TileSet([(k, 0, 0) for k in range(n_tiles)]))
+    for name, fn in cases():
+        out[name + "_warm_best_s"] = best(fn)
 print(json.dumps(out))
 """
 
 
-def rss_child(n_tiles, rows, cols):
+def rss_child(n_tiles, rows, cols, repeat=0):
     code = RSS_CHILD.replace("NTILES", str(n_tiles)).replace("ROWS", str(rows)).replace("COLS", str(cols))
+    code = code.replace("REPEAT", str(repeat))
     proc = run_python(code, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -405,3 +428,12 @@ def test_large_tiles_in_bands_match_numpy():
         np.testing.assert_allclose(sw.reduce_sum(t)[0], x.astype(np.float64).sum(), rtol=1e-6)
     assert [te.tile_state((e, 0, 0)).location for e in range(g)] == ["secondary", "primary", "secondary",
                                                                       "secondary"]
+
+
+if __name__ == "__main__":
+    # The measurement of the report: peak RSS above the start (bytes) and the
+    # best-of-3 times (s) of add(w, w) and reduce_sum(w) tile by tile and on
+    # the dense path (a dense copy of every tile, then the same kernel), all
+    # tiles cold (on the file) and warm (primary-resident):
+    #   STRIDEWEAVE_BUILD=build-dev PYTHONPATH=. python tests/test_tiled_direct_ops_memory.py 64 1024 1024
+    print(json.dumps(rss_child(*map(int, sys.argv[1:4]), repeat=3), indent=1))
