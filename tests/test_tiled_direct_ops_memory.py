@@ -294,6 +294,35 @@ def test_a_pending_residency_request_is_a_conflict_not_a_wait():
         unregister_move_operation(GateSecondary, sw.CPU)
 
 
+class FailSecondary(sw.Generic):
+    pass
+
+
+class FailingRead(sw.MoveOperation):
+    def _copy(self, tensor, destination, output, element_count):
+        raise OSError("injected tile read failure")
+
+
+def test_a_failed_tile_read_fails_the_operation_and_gives_every_tile_back():
+    register_move_operation(FailSecondary, sw.CPU, FailingRead)
+    register_move_operation(sw.CPU, FailSecondary, PlainOp)
+    try:
+        te = TiledEvictable(cpu_array(np.array([1, -2, 3, -4], np.float32)), FailSecondary([0.0] * 4, dtype=F32),
+                            (2,), (2,))
+        t = sw.Tensor(te, 0, te.canonical_layout())
+        te.evict(TileSet([(1,)]))
+        for call in (lambda: sw.add(t, t), lambda: sw.relu(t), lambda: sw.reduce_sum(t)):
+            with pytest.raises(OSError, match="injected tile read failure"):
+                call()
+        assert locations_1d(te) == ["primary", "secondary"]
+        te[0] = 5.0  # no tile is still held by a failed read: writes and evictions go through
+        te.evict(TileSet([(0,)]))
+        assert locations_1d(te) == ["secondary", "secondary"] and te[0] == 5.0
+    finally:
+        unregister_move_operation(FailSecondary, sw.CPU)
+        unregister_move_operation(sw.CPU, FailSecondary)
+
+
 # ------------------------------------------------------------------ peak memory
 
 RSS_CHILD = r"""
