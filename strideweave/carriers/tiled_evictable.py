@@ -75,6 +75,7 @@ from .._core import is_grad_enabled, set_grad_enabled
 from . import _tiled_handles as _h
 from ._tiled_copies import _gather_tile, _ProjectOperation, _scatter_tile, _ScatterOperation
 from ._tiled_copies import _sum_gradients as _sum_tile_gradients
+from ._tiled_direct import tile_reader as _tile_reader
 from ._tiled_geometry import TileGeometry, canonical_layout
 from ._tiled_values import ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, TileState, _encode
 from ._tiled_work import (_IMPLICIT, _INVALID, _POOL_TILES, _PRIMARY, _SECONDARY, _Access, _gather_spans,
@@ -873,6 +874,15 @@ class TiledEvictable(Carrier):
             req.submit_spans(promo_spans)
         req.seal()
         return handle.wait()
+
+    def _tile_reader(self, purpose: str = "operation") -> Any:
+        """The hook a native direct operation (CPU primary) uses to read
+        every tile about a tile at a time (see ``_tiled_direct``):
+        ``tiles(spans)`` gives ``(carrier, offset)`` per span of a tile in the
+        primary's class, ``close(ok)`` ends the request. Conflicts with a
+        pending residency request raise RuntimeError at once, like
+        ``_operand``."""
+        return _tile_reader(self, purpose)
 
     def _gradient(self, tensor: Tensor, dense_grad: object, zero_tiles: Optional[Iterable[int]] = None) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense

@@ -12,6 +12,7 @@
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
+#include "autograd/ops_tiled.hpp"
 #include "profiler_api.hpp"
 #include "module.hpp"
 #include "util/ref.hpp"
@@ -266,7 +267,7 @@ PyObject* operation_forward(PyObject* op, PyObject* args) {
   Ref hook = Ref::steal(PyObject_GetAttrString(op, "_forward"));
   if (hook) {
     NoGrad off;
-    result = Ref::steal(PyObject_Call(hook.get(), args, nullptr));
+    if (!ops::tiled_forward(op, args, &result)) result = Ref::steal(PyObject_Call(hook.get(), args, nullptr));
   }
   if (result && want_record) result = Ref::steal(attach(op, args, std::move(result)));
 
