@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple, cast
 from .._core import Carrier, Shape
 from . import _tiled_handles as _h
 from ._tiled_values import TileSet
-from ._tiled_work import (_IMPLICIT, _INVALID, _PRIMARY, _Access, _gather_spans, _native_pair, _Request, _route_class,
+from ._tiled_work import (_IMPLICIT, _PRIMARY, _Access, _gather_spans, _native_pair, _Request, _route_class,
                           _route_copy, _tile_coord)
 
 if TYPE_CHECKING:
@@ -47,13 +47,7 @@ class _TileReader:
         self.closed = False
         self.ok = False
         with st.lock:
-            te._check_live()
-            for k in range(st.N):
-                if k in st.writers:
-                    raise RuntimeError(te._busy_message(k) + " (a residency request)")
-                if st.loc[k] == _INVALID:
-                    raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
-                                       "it holds no value")
+            te._check_all_readable()
             req = _Request(te, handle, reads=list(range(st.N)))
             for k in req.reads:
                 st.readers[k] = st.readers.get(k, 0) + 1

@@ -520,6 +520,19 @@ class TiledEvictable(Carrier):
 
     # ------------------------------------------------------------ slots
 
+    def _check_all_readable(self) -> None:
+        """Every tile can be read now (caller holds the state lock): the
+        carrier is live, no tile is under a pending residency request and none
+        is invalid; RuntimeError otherwise (never waits)."""
+        st = self._st
+        self._check_live()
+        for k in range(st.N):
+            if k in st.writers:
+                raise RuntimeError(self._busy_message(k) + " (a residency request)")
+            if st.loc[k] == _INVALID:
+                raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
+                                   "it holds no value")
+
     def _busy_message(self, k: int) -> str:
         return (f"tile {_tile_coord(k, self._st.grid)} of this TiledEvictable is used by a pending tiled request; "
                 "call wait() on that request first")
@@ -842,13 +855,7 @@ class TiledEvictable(Carrier):
         plan = self._consult_policy(everything, purpose)
         handle = _h.new_handle("projection")
         with st.lock:
-            self._check_live()
-            for k in range(st.N):
-                if k in st.writers:
-                    raise RuntimeError(self._busy_message(k) + " (a residency request)")
-                if st.loc[k] == _INVALID:
-                    raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
-                                       "it holds no value")
+            self._check_all_readable()
             dest = st.primary_proto.allocate_like(st.total)
             req = _Request(self, handle, reads=list(range(st.N)), claims=[(dest, dest._claim_ownership())])
             for k in req.reads:

@@ -14,30 +14,21 @@
 #include "layout.hpp"
 #include "storage.hpp"
 #include "transfer/copy_plan.hpp"
+#include "builders.hpp"
 
+using swtest::host;
+using swtest::iota;
+using swtest::layout;
+using swtest::node;
 using sw::CopyEndpoint;
 using sw::CopyPlan;
 using sw::CopyPlanKind;
 
 namespace {
 
-sw::IntTree node(std::vector<int64_t> v) {
-  std::vector<sw::IntTree> c;
-  for (auto x : v) c.push_back(sw::IntTree::leaf(x));
-  return sw::IntTree::node(std::move(c));
-}
-sw::Layout layout(std::vector<int64_t> shape, std::vector<int64_t> stride) {
-  return sw::Layout(node(std::move(shape)), node(std::move(stride)));
-}
-std::vector<float> iota(size_t n, float first = 1.0f) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
 std::string temp_path(const char* tag) {
   return testing::TempDir() + "sw_copy_plan_" + tag + "_" + std::to_string(::getpid());
 }
-CopyEndpoint host(std::vector<float>& v) { return CopyEndpoint::host_span(v.data(), 4); }
 // A file of n float slots holding values.
 void fill_file(sw::FileStorage& f, const std::vector<float>& values) {
   sw::file_write_span(f, 0, values.data(), static_cast<int64_t>(values.size()), 4);

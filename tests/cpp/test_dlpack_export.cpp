@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "dlpack_export.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 namespace dl = sw::dlpack;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
 
 struct Owner {
   std::atomic<int> releases{0};

@@ -8,15 +8,15 @@
 #include <set>
 
 #include "layout.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 using sw::LeafMode;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
 
 // Brute force over every coordinate.
 bool brute_injective(const Layout& l) {

@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "layout.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 using sw::LeafMode;
 using Leaves = std::vector<LeafMode>;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
 
 std::vector<int64_t> all_indices(const Layout& l) {
   std::vector<int64_t> out;

@@ -6,16 +6,16 @@
 #include <vector>
 
 #include "layout_keys.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::KeyStatus;
 using sw::Layout;
 using sw::PartKind;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
 
 // A key part: an int, a sequence of parts, or something the reader refuses.
 struct Key {

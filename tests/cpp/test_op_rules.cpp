@@ -8,22 +8,17 @@
 #include <vector>
 
 #include "autograd/op_rules.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
+using swtest::layout;
 using sw::DTypeCode;
 using sw::IntTree;
 using sw::Layout;
 namespace ops = sw::ops;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
-Layout lay(std::vector<int64_t> shape, std::vector<int64_t> stride) {
-  std::vector<IntTree> s, d;
-  for (int64_t v : shape) s.push_back(L(v));
-  for (int64_t v : stride) d.push_back(L(v));
-  return Layout(N(s), N(d));
-}
 
 template <class F>
 std::string invalid_message(F&& f) {
@@ -64,20 +59,20 @@ TEST(OpRules, ScalarFits) {
 }
 
 TEST(OpRules, BinaryPlanBroadcastsExtentOneLeaves) {
-  const Layout a = lay({3, 1}, {1, 0});
-  const Layout b = lay({1, 4}, {0, 1});
+  const Layout a = layout({3, 1}, {1, 0});
+  const Layout b = layout({1, 4}, {0, 1});
   const ops::BinaryPlan p = ops::plan_binary(a, b);
   EXPECT_EQ(p.out, sw::compact(N({L(3), L(4)})));
   ASSERT_EQ(p.a.size(), 2u);
   EXPECT_EQ(p.a[1].stride, 0);
   EXPECT_EQ(p.b[0].stride, 0);
   EXPECT_EQ(p.b[1].stride, 1);
-  EXPECT_NE(invalid_message([&] { ops::plan_binary(lay({3}, {1}), lay({4}, {1})); }), "<no exception>");
+  EXPECT_NE(invalid_message([&] { ops::plan_binary(layout({3}, {1}), layout({4}, {1})); }), "<no exception>");
 }
 
 TEST(OpRules, BinaryAndScalarHostForward) {
-  const Layout a = lay({2, 1}, {1, 0});
-  const Layout b = lay({1, 3}, {0, 1});
+  const Layout a = layout({2, 1}, {1, 0});
+  const Layout b = layout({1, 3}, {0, 1});
   const ops::BinaryPlan p = ops::plan_binary(a, b);
   const float av[] = {1, 2}, bv[] = {10, 20, 30};
   float out[6] = {};
@@ -86,11 +81,11 @@ TEST(OpRules, BinaryAndScalarHostForward) {
   ops::binary_host(ops::Binary::Mul, DTypeCode::Float32, av, bv, p, out);
   EXPECT_EQ(std::vector<float>(out, out + 6), (std::vector<float>{10, 20, 20, 40, 30, 60}));
 
-  const Layout x = lay({3}, {2});  // gapped source
+  const Layout x = layout({3}, {2});  // gapped source
   const int32_t xi[] = {1, -1, 2, -1, 3};
   int32_t oi[3] = {};
   const Layout o = ops::unary_out(x);
-  EXPECT_EQ(o, lay({3}, {1}));
+  EXPECT_EQ(o, layout({3}, {1}));
   ops::mul_scalar_host(DTypeCode::Int32, xi, x.leaves(), 0, -4, oi, o);
   EXPECT_EQ(std::vector<int32_t>(oi, oi + 3), (std::vector<int32_t>{-4, -8, -12}));
   EXPECT_THROW(ops::mul_scalar_host(DTypeCode::Int32, xi, x.leaves(), 0, int64_t{1} << 40, oi, o),
@@ -101,7 +96,7 @@ TEST(OpRules, BinaryAndScalarHostForward) {
 }
 
 TEST(OpRules, ReduceToPassesThroughTheOwnLayout) {
-  const Layout x = lay({2, 3}, {1, 2});
+  const Layout x = layout({2, 3}, {1, 2});
   const ops::ReducePlan p = ops::plan_reduce_to(x, x);
   EXPECT_TRUE(p.passthrough);
   EXPECT_THROW(ops::reduce_to_host(p, nullptr, x.leaves(), nullptr), std::logic_error);
@@ -109,8 +104,8 @@ TEST(OpRules, ReduceToPassesThroughTheOwnLayout) {
 
 TEST(OpRules, ReduceToSumsBroadcastLeaves) {
   // x: (2, 1) widened to g: (2, 3); the gradient sums over the 3.
-  const Layout x = lay({2, 1}, {1, 0});
-  const Layout g = lay({2, 3}, {1, 2});
+  const Layout x = layout({2, 1}, {1, 0});
+  const Layout g = layout({2, 3}, {1, 2});
   const ops::ReducePlan p = ops::plan_reduce_to(g, x);
   EXPECT_FALSE(p.passthrough);
   EXPECT_TRUE(p.reduce);
@@ -121,15 +116,15 @@ TEST(OpRules, ReduceToSumsBroadcastLeaves) {
   ops::reduce_to_host(p, gv, g.leaves(), out);
   EXPECT_EQ(out[0], 1 + 3 + 5);
   EXPECT_EQ(out[1], 2 + 4 + 6);
-  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_to(lay({4}, {1}), lay({3}, {1})); }),
+  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_to(layout({4}, {1}), layout({3}, {1})); }),
             "the gradient's shape does not match the input's shape");
 }
 
 TEST(OpRules, ReduceToRelayoutsIntoAGappedLayout) {
   // x is injective but gapped (stride 2): the relayout reaches every other
   // slot, so the holes must start zeroed.
-  const Layout x = lay({3}, {2});
-  const Layout g = lay({3}, {1});
+  const Layout x = layout({3}, {2});
+  const Layout g = layout({3}, {1});
   const ops::ReducePlan p = ops::plan_reduce_to(g, x);
   EXPECT_FALSE(p.reduce);
   EXPECT_TRUE(p.zero_fill);
@@ -141,9 +136,9 @@ TEST(OpRules, ReduceToRelayoutsIntoAGappedLayout) {
 }
 
 TEST(OpRules, MulGradPlans) {
-  const Layout x = lay({2, 1}, {1, 0});
-  const Layout y = lay({1, 3}, {0, 1});
-  const Layout g = lay({2, 3}, {1, 2});
+  const Layout x = layout({2, 1}, {1, 0});
+  const Layout y = layout({1, 3}, {0, 1});
+  const Layout g = layout({2, 3}, {1, 2});
   const ops::MulGradPlan px = ops::plan_mul_grad(g, x, &y);
   EXPECT_TRUE(px.reduce);
   const float gv[] = {1, 1, 1, 1, 1, 1}, yv[] = {1, 2, 3}, xv[] = {5, 7};
@@ -155,34 +150,34 @@ TEST(OpRules, MulGradPlans) {
   ops::mul_grad_host(py, gv, g.leaves(), xv, 0, out);
   EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{12, 12, 12}));
   // By a number: g * s, and nothing may be summed.
-  const Layout v = lay({3}, {1});
+  const Layout v = layout({3}, {1});
   const ops::MulGradPlan ps = ops::plan_mul_grad(v, v, nullptr);
   EXPECT_FALSE(ps.reduce);
   EXPECT_TRUE(ps.other.empty());
   ops::mul_grad_host(ps, yv, v.leaves(), nullptr, 0.5, out);
   EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{0.5f, 1, 1.5f}));
-  EXPECT_EQ(invalid_message([&] { ops::plan_mul_grad(lay({3}, {1}), lay({1}, {0}), nullptr); }),
+  EXPECT_EQ(invalid_message([&] { ops::plan_mul_grad(layout({3}, {1}), layout({1}, {0}), nullptr); }),
             "the gradient's shape does not match the input's shape");
 }
 
 TEST(OpRules, ReluGradPlan) {
-  const Layout x = lay({4}, {1});
+  const Layout x = layout({4}, {1});
   const ops::GradPlan p = ops::plan_relu_grad(x, x);
   const float gv[] = {1, 2, 3, 4}, xv[] = {-1, 0, 2, 5};
   float out[4] = {};
   ops::relu_grad_host(p, gv, x.leaves(), xv, x.leaves(), out);
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{0, 0, 3, 4}));
-  EXPECT_EQ(invalid_message([&] { ops::plan_relu_grad(lay({3}, {1}), x); }),
+  EXPECT_EQ(invalid_message([&] { ops::plan_relu_grad(layout({3}, {1}), x); }),
             "the gradient's shape does not match the input's shape");
   // A broadcast input gets a compact gradient.
-  const ops::GradPlan pb = ops::plan_relu_grad(lay({2, 2}, {1, 2}), lay({2, 2}, {0, 1}));
+  const ops::GradPlan pb = ops::plan_relu_grad(layout({2, 2}, {1, 2}), layout({2, 2}, {0, 1}));
   EXPECT_EQ(pb.layout, sw::compact(N({L(2), L(2)})));
   EXPECT_FALSE(pb.zero_fill);
 }
 
 TEST(OpRules, ReduceSumGradPlanRepeatsTheOneValue) {
-  const Layout g = lay({1}, {0});
-  const Layout x = lay({2, 2}, {2, 1});
+  const Layout g = layout({1}, {0});
+  const Layout x = layout({2, 2}, {2, 1});
   const ops::FillPlan p = ops::plan_reduce_sum_grad(g, x);
   EXPECT_EQ(p.source, 0);
   EXPECT_EQ(p.layout, x);
@@ -191,23 +186,23 @@ TEST(OpRules, ReduceSumGradPlanRepeatsTheOneValue) {
   ops::reduce_sum_grad_host(p, gv, out);
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f}));
   // A broadcast input gets a compact gradient, every slot filled.
-  const ops::FillPlan wide = ops::plan_reduce_sum_grad(g, lay({3}, {0}));
-  EXPECT_EQ(wide.layout, lay({3}, {1}));
+  const ops::FillPlan wide = ops::plan_reduce_sum_grad(g, layout({3}, {0}));
+  EXPECT_EQ(wide.layout, layout({3}, {1}));
   EXPECT_FALSE(wide.zero_fill);
-  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_sum_grad(lay({2}, {1}), x); }),
+  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_sum_grad(layout({2}, {1}), x); }),
             "the gradient must hold exactly one element");
 }
 
 TEST(OpRules, AccumulationPlans) {
-  const Layout own = lay({3}, {1});
+  const Layout own = layout({3}, {1});
   const ops::AccumulationPlan p = ops::plan_accumulation(own, 2);
   EXPECT_TRUE(p.own_layout);
   EXPECT_FALSE(p.zero_fill);
-  const Layout gapped = lay({3}, {2});
+  const Layout gapped = layout({3}, {2});
   EXPECT_TRUE(ops::plan_accumulation(gapped, 1).zero_fill);
   EXPECT_TRUE(ops::plan_accumulation(gapped, sw::kernels::kDirectSources).zero_fill);
   EXPECT_FALSE(ops::plan_accumulation(gapped, sw::kernels::kDirectSources + 1).zero_fill);
-  const ops::AccumulationPlan b = ops::plan_accumulation(lay({3}, {0}), 3);
+  const ops::AccumulationPlan b = ops::plan_accumulation(layout({3}, {0}), 3);
   EXPECT_FALSE(b.own_layout);
   EXPECT_EQ(b.layout, own);
 }

@@ -17,19 +17,14 @@
 #include "executor.hpp"
 #include "transfer/copy_plan.hpp"
 #include "transfer/parallel_copy.hpp"
+#include "builders.hpp"
 
+using swtest::host;
+using swtest::iota;
 using sw::CopyEndpoint;
 using sw::CopyPlan;
 
 namespace {
-
-std::vector<float> iota(size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 1.0f);
-  return v;
-}
-
-CopyEndpoint host(std::vector<float>& v) { return CopyEndpoint::host_span(v.data(), 4); }
 
 // Holds `count` pool workers inside a job until release().
 struct Occupy {

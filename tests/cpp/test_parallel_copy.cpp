@@ -11,27 +11,16 @@
 #include "layout.hpp"
 #include "transfer/copy_plan.hpp"
 #include "transfer/parallel_copy.hpp"
+#include "builders.hpp"
 
+using swtest::host;
+using swtest::iota;
+using swtest::layout;
 using sw::CopyEndpoint;
 using sw::CopyPlan;
 using sw::CopyPlanKind;
 
 namespace {
-
-sw::Layout layout(std::vector<int64_t> shape, std::vector<int64_t> stride) {
-  std::vector<sw::IntTree> s, d;
-  for (auto x : shape) s.push_back(sw::IntTree::leaf(x));
-  for (auto x : stride) d.push_back(sw::IntTree::leaf(x));
-  return sw::Layout(sw::IntTree::node(std::move(s)), sw::IntTree::node(std::move(d)));
-}
-
-std::vector<float> iota(size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 1.0f);
-  return v;
-}
-
-CopyEndpoint host(std::vector<float>& v) { return CopyEndpoint::host_span(v.data(), 4); }
 
 // The destination a single-threaded run of plan(src -> fresh) produces.
 template <class MakePlan>

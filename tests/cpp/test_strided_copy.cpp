@@ -8,20 +8,10 @@
 
 #include "layout.hpp"
 #include "strided_copy.hpp"
+#include "builders.hpp"
 
-namespace {
-sw::IntTree node(std::vector<int64_t> v) {
-  std::vector<sw::IntTree> c;
-  for (auto x : v) c.push_back(sw::IntTree::leaf(x));
-  return sw::IntTree::node(std::move(c));
-}
-std::vector<float> iota(size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 1.0f);
-  return v;
-}
-}  // namespace
-
+using swtest::iota;
+using swtest::node;
 TEST(CopySpan, CopiesWholeSpan) {
   auto src = iota(100);
   std::vector<float> dst(100, -1.0f);

@@ -5,15 +5,15 @@
 
 #include "layout.hpp"
 #include "tile_split.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 using sw::LeafMode;
 
 namespace {
-
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
 
 // Brute force: operand op's index of the coordinate at tile k, within-tile
 // ordinal w, from the layout itself.

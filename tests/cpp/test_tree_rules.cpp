@@ -5,15 +5,13 @@
 #include <limits>
 
 #include "tree_rules.hpp"
+#include "builders.hpp"
 
+using swtest::L;
+using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 using sw::TreeKind;
-
-namespace {
-IntTree L(int64_t v) { return IntTree::leaf(v); }
-IntTree N(std::vector<IntTree> c) { return IntTree::node(std::move(c)); }
-}  // namespace
 
 TEST(TreeRules, LeafRules) {
   EXPECT_STREQ(sw::tree_kind_name(TreeKind::Shape), "Shape");

@@ -1,0 +1,39 @@
+// Builders shared by the engine tests: int trees, flat layouts, ramps and
+// host endpoints (one definition instead of a copy per test file).
+#pragma once
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "layout.hpp"
+#include "transfer/copy_plan.hpp"
+
+namespace swtest {
+
+inline sw::IntTree L(int64_t v) { return sw::IntTree::leaf(v); }
+inline sw::IntTree N(std::vector<sw::IntTree> c) { return sw::IntTree::node(std::move(c)); }
+
+// A node of leaves: node({2, 3}) is (2, 3).
+inline sw::IntTree node(const std::vector<int64_t>& v) {
+  std::vector<sw::IntTree> c;
+  for (int64_t x : v) c.push_back(L(x));
+  return N(std::move(c));
+}
+
+// A one-level layout: layout({2, 3}, {1, 2}) is (2, 3):(1, 2).
+inline sw::Layout layout(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
+  return sw::Layout(node(shape), node(stride));
+}
+
+// first, first + 1, ... (n values).
+inline std::vector<float> iota(size_t n, float first = 1.0f) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// v's data as a host span of Float32 slots.
+inline sw::CopyEndpoint host(std::vector<float>& v) { return sw::CopyEndpoint::host_span(v.data(), 4); }
+
+}  // namespace swtest
