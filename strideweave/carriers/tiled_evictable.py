@@ -819,8 +819,8 @@ class TiledEvictable(Carrier):
                     _gather_tile(geom, c, tier, target, j * st.T, base)
                 jobs.append((gather_job, tier, target,
                              None if geom.tile_is_canonical(c) else ElementwiseMoveOperation))
-            for fn, src, dst, impl in jobs:
-                req.submit(fn, src, dst, impl)
+            for fn, job_src, job_dst, impl in jobs:
+                req.submit(fn, job_src, job_dst, impl)
             req.submit_spans(promo_spans)
         req.seal()
         return handle
