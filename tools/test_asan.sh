@@ -33,7 +33,7 @@ libasan=$($CC_BIN -print-file-name=libasan.so)
 libubsan=$($CC_BIN -print-file-name=libubsan.so)
 libstdcxx=$($CC_BIN -print-file-name=libstdc++.so)
 mkdir -p "$BUILD/logs"
-rm -f "$BUILD"/logs/asan.*
+rm -f "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* "$BUILD"/logs/pytest.out
 
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=0:allocator_may_return_null=1:log_path=$PWD/$BUILD/logs/asan:${ASAN_EXTRA_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$PWD/$BUILD/logs/ubsan"
@@ -45,15 +45,24 @@ fi
 
 echo "== pytest under ASan/UBSan ($BUILD)"
 [ $# -eq 0 ] && set -- tests
-status=0
 # libstdc++ is preloaded too so that ASan's operator new/delete interceptors
 # and the extension agree on one C++ runtime when torch/jax load their own.
 # STRIDEWEAVE_SANITIZED tells tests that measure RSS (tests/test_memory.py) to
 # skip: ASan's quarantine and shadow memory make resident-set bounds moot.
+# UBSan reports from the preloaded runtime can reach stderr instead of
+# log_path (seen with this ASan+UBSan pairing), so the run's output is kept
+# and searched too; --capture=sys leaves file descriptor 2 alone, so pytest
+# does not swallow a report written during a passing test.
+set +e
 LD_PRELOAD="$libasan $libubsan $libstdcxx" PYTHONMALLOC=malloc STRIDEWEAVE_BUILD="$BUILD" STRIDEWEAVE_SANITIZED=1 \
-  python -m pytest -q -p no:cacheprovider "$@" || status=$?
-
-if ls "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* >/dev/null 2>&1; then
+  python -m pytest -q -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$BUILD/logs/pytest.out"
+status=${PIPESTATUS[0]}
+set -e
+if grep -qE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$BUILD/logs/pytest.out"; then
+  echo "== sanitizer reports in the pytest output"
+  grep -nE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$BUILD/logs/pytest.out" | head -20
+  [ $status -eq 0 ] && status=1
+elif ls "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* >/dev/null 2>&1; then
   echo "== sanitizer reports (full text in $BUILD/logs/)"
   for f in "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.*; do
     [ -f "$f" ] || continue

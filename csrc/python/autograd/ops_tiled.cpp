@@ -487,7 +487,9 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   if (!result) return nullptr;
   char* out = static_cast<char*>(data);
   const Bands bands = plan_bands(p);
-  const Leaves& lo = bands.sub[p.nops];
+  // The output's band leaves (reduce_sum has no output layout: the split
+  // then holds the operands only).
+  const Leaves& lo = p.kind == Kind::Sum ? bands.sub[0] : bands.sub[p.nops];
   const Leaves& l0 = bands.sub[0];
   const size_t jl = bands.leaf;
   // Within-band reach of each operand's leaves: a tiled operand reads the
@@ -502,11 +504,12 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
     r.first.assign(tiles, 0);
   }
   // rel(i, k, b): operand i's first index of band b of tile k, relative to
-  // the tile's first slot (tiled) or to the operand's offset (dense).
+  // the tile's first slot (tiled) or to the operand's offset (dense); i ==
+  // p.nops is the output (dense, not an entry of p.ops).
   const auto rel = [&](int i, size_t k, int64_t b) {
     const int64_t band_off = b * bands.leaves[i][jl].extent * p.split.leaves[i][jl].stride;
     return p.split.offsets[k][i] + band_off +
-           (p.ops[i].tiled ? p.ops[i].offset - static_cast<int64_t>(k) * p.T : 0);
+           (i < p.nops && p.ops[i].tiled ? p.ops[i].offset - static_cast<int64_t>(k) * p.T : 0);
   };
   std::vector<std::array<int64_t, 3>> spans;
   for (int64_t b = 0; b < bands.count; ++b) {
