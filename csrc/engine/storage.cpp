@@ -95,7 +95,10 @@ class ReuseCache {
   void unlock() { m_.unlock(); }
 
  private:
-  static constexpr size_t kSlots = 8;
+  // Enough for a batch of buffers freed together (a list of moved results
+  // dropped at once) plus the next destination: with 8, a batch of 8
+  // emptied the cache and the next move faulted in fresh pages.
+  static constexpr size_t kSlots = 16;
   struct Slot {
     void* data;
     size_t padded;

@@ -147,14 +147,8 @@ PyObject* CPU_new(PyTypeObject* type, PyObject*, PyObject*) {
   return self;
 }
 
-int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"size", "dtype", "mutable", "empty", nullptr};
-  Py_ssize_t n;
-  PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
-  int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
-                                   &empty))
-    return -1;
+// __init__ after its arguments were parsed.
+int cpu_init_parsed(PyObject* self, Py_ssize_t n, PyObject* dtype, int mutable_, int empty) {
   CPUObject* o = as_cpu(self);
   // Re-initialising would swap storage under exported buffers and tensors.
   if (o->buffer.data() || o->base.released) {
@@ -164,6 +158,65 @@ int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   sw::DTypeCode code;
   if (carrier_parse_dtype(sw::CarrierKind::CPU, dtype, &code) < 0) return -1;
   return cpu_storage(o, n, code, mutable_ != 0, empty != 0);
+}
+
+int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"size", "dtype", "mutable", "empty", nullptr};
+  Py_ssize_t n;
+  PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
+  int mutable_ = 1, empty = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
+                                   &empty))
+    return -1;
+  return cpu_init_parsed(self, n, dtype, mutable_, empty);
+}
+
+// Calling the type generically: tp_new then tp_init with a tuple and dict.
+PyObject* cpu_call_generic(PyObject* type, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  Ref tuple = Ref::steal(PyTuple_New(nargs));
+  if (!tuple) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(tuple.get(), i, Py_NewRef(args[i]));
+  Ref kwargs;
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw) {
+    kwargs = Ref::steal(PyDict_New());
+    if (!kwargs) return nullptr;
+    for (Py_ssize_t i = 0; i < nkw; ++i)
+      if (PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) return nullptr;
+  }
+  return PyType_Type.tp_call(type, tuple.get(), kwargs.get());
+}
+
+// CPU(n, empty=True) is on every move's path (a fresh destination): a call
+// of the exact class with one positional size and distinct keyword-only
+// arguments skips building and parsing a tuple and dict, converting in
+// CPU_init's order (so the same argument fails first). Anything else (a
+// subclass, size by keyword, an unknown or repeated keyword) takes the
+// generic path with its messages.
+PyObject* CPU_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (type != reinterpret_cast<PyObject*>(&CPU_Type) || nargs != 1)
+    return cpu_call_generic(type, args, nargs, kwnames);
+  static const char* const names[3] = {"dtype", "mutable", "empty"};
+  PyObject* given[3] = {nullptr, nullptr, nullptr};
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    int k = 0;
+    while (k < 3 && PyUnicode_CompareWithASCIIString(name, names[k]) != 0) ++k;
+    if (k == 3 || given[k]) return cpu_call_generic(type, args, nargs, kwnames);
+    given[k] = args[nargs + i];
+  }
+  Py_ssize_t n;
+  if (!size_arg(args[0], &n)) return nullptr;
+  PyObject* dtype = given[0] ? given[0] : dtype_singleton(sw::DTypeCode::Float32);
+  const int mutable_ = given[1] ? PyObject_IsTrue(given[1]) : 1;
+  if (mutable_ < 0) return nullptr;
+  const int empty = given[2] ? PyObject_IsTrue(given[2]) : 0;
+  if (empty < 0) return nullptr;
+  Ref self = Ref::steal(CPU_new(&CPU_Type, nullptr, nullptr));
+  if (!self || cpu_init_parsed(self.get(), n, dtype, mutable_, empty) < 0) return nullptr;
+  return self.release();
 }
 
 void CPU_dealloc(PyObject* self) {
@@ -213,6 +266,7 @@ int cpu_module_init(PyObject* module) {
   CPU_Type.tp_base = &Carrier_Type;
   CPU_Type.tp_new = CPU_new;
   CPU_Type.tp_init = CPU_init;
+  CPU_Type.tp_vectorcall = CPU_vectorcall;
   CPU_Type.tp_dealloc = CPU_dealloc;
   CPU_Type.tp_methods = CPU_methods;
   return add_type(module, &CPU_Type, "CPU");

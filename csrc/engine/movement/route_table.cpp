@@ -20,6 +20,7 @@ std::optional<ClassKey> RouteTable::add(ClassKey src, ClassKey dst, ClassKey op)
     std::lock_guard<std::mutex> lk(m_);
     auto [it, inserted] = routes_.try_emplace(Pair(src, dst), op);
     if (!inserted) return it->second;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   if (pins_.retain) {
     pins_.retain(src);
@@ -37,6 +38,7 @@ std::optional<ClassKey> RouteTable::remove(ClassKey src, ClassKey dst) {
     if (it == routes_.end()) return std::nullopt;
     op = it->second;
     routes_.erase(it);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   // op's pin passes to the caller: it may hold the only reference.
   if (pins_.release) {
@@ -52,6 +54,7 @@ bool RouteTable::remove_if(ClassKey src, ClassKey dst, ClassKey op) {
     auto it = routes_.find(Pair(src, dst));
     if (it == routes_.end() || it->second != op) return false;
     routes_.erase(it);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   unpin(Pair(src, dst), op);
   return true;

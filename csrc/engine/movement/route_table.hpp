@@ -6,6 +6,7 @@
 // a pin is released only after the entry left the table (releasing may run
 // arbitrary code, which may use the table again).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -42,6 +43,10 @@ class RouteTable {
   // The exact pair's operation, else fallback.
   ClassKey resolve(ClassKey src, ClassKey dst, ClassKey fallback) const;
   std::size_t size() const;
+  // Changes with every entry added or removed (scopes included), never
+  // returning to an earlier value: a cache of resolutions taken at one
+  // generation is valid exactly while generation() still returns it.
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   // A registration that holds only while a scope is entered (the binding's
   // registered_move_operation context manager).
@@ -71,6 +76,7 @@ class RouteTable {
   Retainer pins_;
   mutable std::mutex m_;
   std::map<Pair, ClassKey> routes_;
+  std::atomic<std::uint64_t> generation_{0};  // bumped under m_
 };
 
 }  // namespace sw::movement

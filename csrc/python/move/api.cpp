@@ -97,8 +97,14 @@ int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_cl
     return -1;
   }
   if (check_dtype(tensor, dest) < 0) return -1;
-  Ref cls = given_class ? Ref::borrow(given_class) : Ref::steal(move_resolve_route(Py_TYPE(src), Py_TYPE(dest)));
-  if (!cls || check_pins(cls.get(), Py_TYPE(src), Py_TYPE(dest)) < 0) return -1;
+  Ref cls;
+  if (given_class) {
+    cls = Ref::borrow(given_class);
+    if (check_pins(cls.get(), Py_TYPE(src), Py_TYPE(dest)) < 0) return -1;
+  } else {
+    cls = Ref::steal(resolve_checked(Py_TYPE(src), Py_TYPE(dest)));
+    if (!cls) return -1;
+  }
   *op_class = std::move(cls);
   return 0;
 }
@@ -117,6 +123,7 @@ void raise_no_reverse(PyTypeObject* src, PyTypeObject* dst) {
 // The reverse route a differentiable move saves for backward. New reference
 // or NULL (NotImplementedError when no permitted route exists).
 PyObject* capture_reverse(PyTypeObject* src, PyTypeObject* dst) {
+  if (PyObject* cached = cached_route(dst, src)) return Py_NewRef(cached);
   Ref rev = Ref::steal(move_resolve_route(dst, src));
   if (!rev) {
     // Only "no route" is about backward; anything else is raised as it is.
@@ -127,6 +134,7 @@ PyObject* capture_reverse(PyTypeObject* src, PyTypeObject* dst) {
     raise_no_reverse(src, dst);
     return nullptr;
   }
+  remember_route(dst, src, rev.get());
   return rev.release();
 }
 
@@ -298,8 +306,6 @@ int build_job(Submission& s) {
   if (grow_destination(s) < 0) return -1;
   j->output.reset(tensor_new(s.dest, 0, s.layout()));
   if (!j->output || bind_operation(s) < 0) return -1;
-  j->handle.reset(await_new(&AwaitMove_Type));
-  if (!j->handle) return -1;
   if (s.prepared)
     j->kind = CopyKind::Provider;
   else if (plan_copy(j) < 0)
@@ -311,6 +317,13 @@ int build_job(Submission& s) {
     j->submit_id = profiler_new_id(s.session.get());
   }
   return 0;
+}
+
+// The AwaitMove handle, created once the job's path is known (a blocking
+// move completed inline needs none). 0 / -1.
+int make_handle(Submission& s) {
+  s.job->handle.reset(await_new(&AwaitMove_Type));
+  return s.job->handle ? 0 : -1;
 }
 
 // Records move.submit (keeps a pending exception: a failed provider
@@ -393,7 +406,10 @@ bool completes_inline(const Submission& s, bool blocking) {
 // Copies and commits on this thread; the handle is terminal on return. For
 // a blocking move the result itself is returned (what wait() would return),
 // else the handle.
+// A blocking move has no handle: nothing could observe it, and the
+// commit leaves a failure raised for this caller instead.
 PyObject* complete_inline(Submission& s, bool blocking) {
+  if (!blocking && make_handle(s) < 0) return abandon(s);
   MoveJob* j = s.job.release();
   Ref handle = Ref::borrow(j->handle.get());
   Ref output = Ref::borrow(j->output.get());
@@ -405,7 +421,7 @@ PyObject* complete_inline(Submission& s, bool blocking) {
   // The commit released the source exactly when it published the output
   // (this thread held the GIL throughout, so nothing else released it).
   if (carrier_is_released(source.get())) return output.release();
-  return wait_handle(handle.release());  // raises the recorded failure
+  return nullptr;  // the commit left the failure raised
 }
 
 // move_async (blocking false: the handle) or move (blocking true: the
@@ -427,6 +443,7 @@ PyObject* submit_move(PyObject* tensor, PyObject* dest, PyObject* op_instance, P
   }
   if (build_job(s) < 0) return abandon(s);
   if (!s.prepared && completes_inline(s, blocking)) return complete_inline(s, blocking);
+  if (make_handle(s) < 0) return abandon(s);
   PyObject* handle = s.prepared ? submit_through_provider(s) : submit_to_worker(s);
   return blocking && handle ? wait_handle(handle) : handle;
 }
@@ -445,27 +462,52 @@ PyObject* wait_handle(PyObject* handle) {
 
 namespace {
 
-PyObject* mod_move_async(PyObject*, PyObject* args, PyObject* kwargs) {
+// The (tensor, destination) arguments of move / move_async. Two positional
+// arguments (every hot call) are taken as they are; anything else is parsed
+// by PyArg from a tuple and dict, with its usual messages. 0 / -1.
+int parse_move_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames, const char* format,
+                    PyObject** tensor, PyObject** dest) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs == 2 && !kwnames) {
+    *tensor = args[0];
+    *dest = args[1];
+    return 0;
+  }
   static const char* kwlist[] = {"tensor", "destination", nullptr};
+  Ref tuple = Ref::steal(PyTuple_New(nargs));
+  if (!tuple) return -1;
+  for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(tuple.get(), i, Py_NewRef(args[i]));
+  Ref kwargs;
+  if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+    kwargs = Ref::steal(PyDict_New());
+    if (!kwargs) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i)
+      if (PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) return -1;
+  }
+  // Borrowed from the tuple and dict, which the caller's frame keeps alive
+  // (its argument array holds the same objects).
+  return PyArg_ParseTupleAndKeywords(tuple.get(), kwargs.get(), format, const_cast<char**>(kwlist), tensor, dest)
+             ? 0
+             : -1;
+}
+
+PyObject* mod_move_async(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   PyObject *tensor, *dest;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:move_async", const_cast<char**>(kwlist), &tensor, &dest))
-    return nullptr;
+  if (parse_move_args(args, nargsf, kwnames, "OO:move_async", &tensor, &dest) < 0) return nullptr;
   return move_async_impl(tensor, dest, nullptr, nullptr);
 }
 
-PyObject* mod_move(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"tensor", "destination", nullptr};
+PyObject* mod_move(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   PyObject *tensor, *dest;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:move", const_cast<char**>(kwlist), &tensor, &dest))
-    return nullptr;
+  if (parse_move_args(args, nargsf, kwnames, "OO:move", &tensor, &dest) < 0) return nullptr;
   return move_blocking(tensor, dest);
 }
 
 PyMethodDef api_methods[] = {
-    {"move_async", method_cast(mod_move_async), METH_VARARGS | METH_KEYWORDS,
+    {"move_async", method_cast(mod_move_async), METH_FASTCALL | METH_KEYWORDS,
      "move_async(tensor, destination)\n--\n\nValidate, initiate one move into destination and return "
      "its handle without waiting for the transfer."},
-    {"move", method_cast(mod_move), METH_VARARGS | METH_KEYWORDS,
+    {"move", method_cast(mod_move), METH_FASTCALL | METH_KEYWORDS,
      "move(tensor, destination)\n--\n\nmove_async(tensor, destination).wait(): the moved Tensor, backed "
      "by destination at offset 0 with the same Layout; the source carrier is released."},
     {nullptr, nullptr, 0, nullptr}};

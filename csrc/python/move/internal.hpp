@@ -77,7 +77,7 @@ struct MoveJob {
   Ref source;      // its carrier
   Ref dest;        // destination carrier
   Ref output;      // result Tensor (published on success)
-  Ref handle;      // AwaitMove
+  Ref handle;      // AwaitMove (none for a blocking move completed inline)
   Ref session;     // profiler session or NULL
   Ref shapes;      // (shape,) for profiling
   Ref completion;  // ProviderCompletion (CopyKind::Provider)
@@ -121,7 +121,8 @@ int refuse_after_shutdown();
 // sw::movement::copy_access).
 int64_t running_move_token(PyObject* c);
 // The terminal commit, exactly once, with the GIL held. ok: the transfer
-// succeeded; otherwise its exception is set. Consumes j.
+// succeeded; otherwise its exception is set. Consumes j. Without a handle
+// a failure stays raised on return.
 void commit(MoveJob* j, bool ok);
 
 // ------------------------------------------------------------ commit_lane.cpp
@@ -137,6 +138,15 @@ int start_native_worker(MoveJob* j);
 
 // TypeError when op_class pins a carrier class the pair does not match.
 int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);
+// The exact pair's operation class with its pins checked (move_resolve_route
+// then check_pins), remembered for pairs of built-in classes until the
+// registry changes. New reference or NULL.
+PyObject* resolve_checked(PyTypeObject* src, PyTypeObject* dst);
+// The remembered class of a pair (borrowed), or NULL (no exception set).
+PyObject* cached_route(PyTypeObject* src, PyTypeObject* dst);
+// Remembers op (pins checked) for the pair when the pair and op are all
+// built-in classes.
+void remember_route(PyTypeObject* src, PyTypeObject* dst, PyObject* op);
 
 // ------------------------------------------------------------ api.cpp
 

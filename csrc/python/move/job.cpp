@@ -242,11 +242,20 @@ void commit(MoveJob* j, bool ok) {
     Py_CLEAR(o->versions);
   }
   record_complete(j, ok);
-  if (ok)
-    await_complete(j->handle.get(), j->output.get());
-  else
-    await_fail(j->handle.get());
-  j->drop_refs();
+  if (!j->handle) {
+    // A blocking move completed inline (api.cpp): its caller raises the
+    // failure that the handle would have recorded.
+    if (!ok && !PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, "the operation failed without an exception");
+    ErrorGuard keep;
+    j->drop_refs();
+  } else {
+    if (ok)
+      await_complete(j->handle.get(), j->output.get());
+    else
+      await_fail(j->handle.get());
+    j->drop_refs();
+  }
   delete j;
 }
 
@@ -274,7 +283,7 @@ int run_provider_submit(MoveJob* j, PyObject* prepared) {
 }
 
 int plan_copy(MoveJob* j) {
-  Ref copy = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(j->op.get())), "_copy"));
+  Ref copy = Ref::steal(PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(j->op.get())), state.copy_name));
   if (!copy) return -1;
   TensorObject* t = as_tensor(j->tensor.get());
   const sw::Layout& l = layout_of(t->layout);

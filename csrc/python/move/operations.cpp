@@ -346,6 +346,8 @@ int operations_init(PyObject* module) {
       set_pins(&CpuToFileBackedMoveOperation_Type, &CPU_Type, &FileBacked_Type) < 0 ||
       set_pins(&FileBackedToCpuMoveOperation_Type, &FileBacked_Type, &CPU_Type) < 0)
     return -1;
+  state.copy_name = PyUnicode_InternFromString("_copy");
+  if (!state.copy_name) return -1;
   state.elementwise_copy = copy_descr(&ElementwiseMoveOperation_Type);
   state.bulk_copy_c2f = copy_descr(&CpuToFileBackedMoveOperation_Type);
   state.bulk_copy_f2c = copy_descr(&FileBackedToCpuMoveOperation_Type);

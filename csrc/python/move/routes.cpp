@@ -4,6 +4,7 @@
 // first, then the registry, then ElementwiseMoveOperation). The registry
 // itself is the engine's sw::movement::RouteTable; its entries pin their
 // classes with strong references.
+#include <cstdint>
 #include <new>
 
 #include "move/internal.hpp"
@@ -245,6 +246,48 @@ int check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst) {
     return -1;
   }
   return 0;
+}
+
+// ------------------------------------------------------------ resolution cache
+
+// Only pairs of built-in (static) classes resolved to a built-in operation
+// are remembered: static types are never freed (no address reuse), cannot be
+// changed (their pins stay what check_pins saw), and never have a carrier
+// definition (the extension's resolve hook leaves them to the legacy
+// registry), so the legacy registry's generation alone decides whether a
+// remembered resolution still holds. Every other pair resolves each time.
+namespace {
+
+bool is_static(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) == 0; }
+
+RouteCacheEntry& cache_slot(PyTypeObject* src, PyTypeObject* dst) {
+  const auto h = (reinterpret_cast<std::uintptr_t>(src) >> 4) ^ (reinterpret_cast<std::uintptr_t>(dst) >> 6);
+  return state.route_cache[h % MoveState::kRouteCacheSize];
+}
+
+}  // namespace
+
+PyObject* cached_route(PyTypeObject* src, PyTypeObject* dst) {
+  const RouteCacheEntry& e = cache_slot(src, dst);
+  if (e.src != src || e.dst != dst || !e.op || e.generation != table().generation()) return nullptr;
+  return e.op;
+}
+
+void remember_route(PyTypeObject* src, PyTypeObject* dst, PyObject* op) {
+  if (!is_static(src) || !is_static(dst) || !PyType_Check(op) || !is_static(as_class(op))) return;
+  RouteCacheEntry& e = cache_slot(src, dst);
+  e.src = src;
+  e.dst = dst;
+  e.op = op;
+  e.generation = table().generation();
+}
+
+PyObject* resolve_checked(PyTypeObject* src, PyTypeObject* dst) {
+  if (PyObject* op = cached_route(src, dst)) return Py_NewRef(op);
+  Ref op = Ref::steal(move_resolve_route(src, dst));
+  if (!op || check_pins(op.get(), src, dst) < 0) return nullptr;
+  remember_route(src, dst, op.get());
+  return op.release();
 }
 
 int routes_init(PyObject* module) {
