@@ -68,7 +68,7 @@ class _Pool:
         self.q.put((fn, arg))
 
 
-class _Job:
+class _QueuedJob:
     """One queued job of a request: run exactly once, by the worker that
     dequeues it or by a thread waiting on the request's handle, whichever
     takes it first (under the request's lock)."""
@@ -240,7 +240,7 @@ class _Request:
         self.grad_mode = is_grad_enabled()
         self.session = _h.active_session()  # the starting thread's profiler, if any
         self.finalizers: List[Callable[[], Any]] = []  # run once at terminal, success or failure
-        self.queued: List[_Job] = []  # submitted jobs nobody has started (guarded by lock)
+        self.queued: List[_QueuedJob] = []  # submitted jobs nobody has started (guarded by lock)
         # A projection's untimed wait() runs its queued jobs (run_on_waiter).
         # Not a residency request's: its transfers complete on the workers
         # (tests/test_tiled_profiling.py pins the completing threads).
@@ -306,13 +306,13 @@ class _Request:
             self.submit(job, sp[0], sp[2])
 
     def _queue(self, fn: Callable[[], None], nbytes: int) -> None:
-        job = _Job(fn, nbytes)
+        job = _QueuedJob(fn, nbytes)
         with self.lock:
             self.pending += 1
             self.queued.append(job)
         _executor().submit(self._run_job, job)
 
-    def _claim(self, job: _Job) -> bool:
+    def _claim(self, job: _QueuedJob) -> bool:
         """Takes job out of the queue: True for the one caller that got it."""
         with self.lock:
             for i, q in enumerate(self.queued):
@@ -321,7 +321,7 @@ class _Request:
                     return True
         return False
 
-    def _run_job(self, job: _Job) -> None:
+    def _run_job(self, job: _QueuedJob) -> None:
         """A worker's turn: runs job unless a waiter took it."""
         if self._claim(job):
             self._run(job.fn)
