@@ -9,8 +9,10 @@ as 64 tiles on a FileBacked secondary; a router picks 4 experts per step.
   the same file (copied into memory), interleaved, medians. Target <= 1.0.
   Two rows split it (page cache): the engine gather alone into a touched
   buffer, and the first touch of a fresh 16 MiB CPU carrier (np.take's
-  result reuses heap pages freed by the previous sample, and its mapping
-  of the file stays populated across samples, so it pays no page faults);
+  result reuses heap pages freed by the previous sample, and so does a
+  projection's result or a fresh CPU carrier: the storage layer keeps
+  freed heap buffers below 32 MiB for reuse; a cold process pays the
+  faults once);
   and one row projects into a reused destination (the loop's steady state).
   Twice: through the page cache (the file was just written), which
   compares the copy paths and per-request overhead, and from disk, the
