@@ -246,3 +246,20 @@ def test_set_runner_hook_rules():
         h2.wait(timeout=0.01)
     _core._await_complete(h2, None)
     assert h2.wait() is None
+
+
+def test_a_job_the_waiter_ran_does_not_keep_the_result_alive_in_the_pool_queue():
+    # The worker's queue entry outlives the request until a worker wakes:
+    # taking the job clears it, so dropping the result frees its storage at
+    # once (a loop's next projection then reuses that buffer).
+    import gc
+    import weakref
+    te, w = on_file()
+    with workers_blocked():
+        h = te.project(w, TileSelection([[1]]))
+        r = h.wait()
+        ref = weakref.ref(r.carrier)
+        del h, r
+        gc.collect()
+        assert ref() is None  # while the stale entry is still queued
+    te.release()

@@ -71,13 +71,24 @@ class _Pool:
 class _QueuedJob:
     """One queued job of a request: run exactly once, by the worker that
     dequeues it or by a thread waiting on the request's handle, whichever
-    takes it first (under the request's lock)."""
+    takes it first (under the request's lock). Taking it clears it: a job
+    the waiter ran may sit in the pool's queue until a worker wakes, and
+    must not keep the request (its handle, the result's storage) alive."""
 
-    __slots__ = ("fn", "nbytes")
+    __slots__ = ("req", "fn", "nbytes")
 
-    def __init__(self, fn: Callable[[], None], nbytes: int) -> None:
-        self.fn = fn
+    def __init__(self, req: "_Request", fn: Callable[[], None], nbytes: int) -> None:
+        self.req: Optional[_Request] = req
+        self.fn: Optional[Callable[[], None]] = fn
         self.nbytes = nbytes
+
+
+def _run_queued(job: _QueuedJob) -> None:
+    """A worker's turn: runs job unless a waiter took it."""
+    req = job.req
+    fn = req._claim(job) if req is not None else None
+    if req is not None and fn is not None:
+        req._run(fn)
 
 
 def _at_exit() -> None:
@@ -306,25 +317,22 @@ class _Request:
             self.submit(job, sp[0], sp[2])
 
     def _queue(self, fn: Callable[[], None], nbytes: int) -> None:
-        job = _QueuedJob(fn, nbytes)
+        job = _QueuedJob(self, fn, nbytes)
         with self.lock:
             self.pending += 1
             self.queued.append(job)
-        _executor().submit(self._run_job, job)
+        _executor().submit(_run_queued, job)
 
-    def _claim(self, job: _QueuedJob) -> bool:
-        """Takes job out of the queue: True for the one caller that got it."""
+    def _claim(self, job: _QueuedJob) -> Optional[Callable[[], None]]:
+        """Takes job out of the queue: its function for the one caller that
+        got it, None for any other."""
         with self.lock:
             for i, q in enumerate(self.queued):
                 if q is job:
                     del self.queued[i]
-                    return True
-        return False
-
-    def _run_job(self, job: _QueuedJob) -> None:
-        """A worker's turn: runs job unless a waiter took it."""
-        if self._claim(job):
-            self._run(job.fn)
+                    fn, job.fn, job.req = job.fn, None, None
+                    return fn
+        return None
 
     def run_on_waiter(self) -> None:
         """The handle's runner (an untimed wait() calls it once, before
@@ -341,8 +349,9 @@ class _Request:
             if job is None or job.nbytes > budget:
                 return
             budget -= job.nbytes
-            if self._claim(job):  # else a worker took it meanwhile: the next one
-                self._run(job.fn)
+            fn = self._claim(job)
+            if fn is not None:  # else a worker took it meanwhile: the next one
+                self._run(fn)
 
     def _run(self, fn: Callable[[], None]) -> None:
         prev = is_grad_enabled()
