@@ -47,12 +47,15 @@ void heap_free(void* data) {
 
 // Recently freed heap buffers, kept for the next allocation of the same
 // padded size: a move frees its source and the next one allocates a
-// destination of that size, which then needs no fresh pages (on a VM a
-// 4 KiB page fault costs about a microsecond: 256 of them per MiB). glibc
-// reuses such chunks too, but trims the heap top or maps each chunk afresh
-// depending on the order of frees. Bounded (kReuseCacheBytes in all, the
-// oldest go first); never-exported buffers only; not under ASan, whose
-// quarantine must see every free.
+// destination of that size, and a loop drops one step's result before the
+// next step allocates its own, which then needs no fresh pages (on a VM a
+// 4 KiB page fault costs about a microsecond: 256 of them per MiB, and the
+// kernel zeroes every fresh page). glibc reuses such chunks too, but trims
+// the heap top or maps each chunk afresh depending on the order of frees.
+// Two bounded caches (kReuseCacheBytes for buffers up to that size,
+// kReuseLargeBytes for larger heap buffers; the oldest go first); buffers
+// with no export outstanding only; not under ASan, whose quarantine must
+// see every free.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kReuseBuffers = false;
 #else
@@ -61,6 +64,10 @@ constexpr bool kReuseBuffers = true;
 
 class ReuseCache {
  public:
+  // Keeps buffers of [min_bytes, max_bytes] padded bytes, budget in all.
+  ReuseCache(size_t min_bytes, size_t max_bytes, size_t budget)
+      : min_(min_bytes), max_(max_bytes), budget_(budget) {}
+  bool fits(size_t padded) const noexcept { return padded >= min_ && padded <= max_ && padded <= budget_; }
   // A cached buffer of exactly `padded` bytes, or null.
   void* take(size_t padded) noexcept {
     std::lock_guard<std::mutex> lk(m_);
@@ -74,12 +81,12 @@ class ReuseCache {
   }
   // Keeps data (padded bytes) for reuse; false when it does not fit.
   bool put(void* data, size_t padded) noexcept {
-    if (padded < kReuseMinBytes || padded > kReuseCacheBytes) return false;
+    if (!fits(padded)) return false;
     void* evicted[kSlots];
     size_t n_evicted = 0;
     {
       std::lock_guard<std::mutex> lk(m_);
-      while (count_ > 0 && (count_ == kSlots || bytes_ + padded > kReuseCacheBytes)) {
+      while (count_ > 0 && (count_ == kSlots || bytes_ + padded > budget_)) {
         evicted[n_evicted++] = slots_[0].data;
         erase(0);
       }
@@ -108,20 +115,39 @@ class ReuseCache {
     for (size_t k = i + 1; k < count_; ++k) slots_[k - 1] = slots_[k];
     --count_;
   }
+  const size_t min_, max_, budget_;
   std::mutex m_;
   Slot slots_[kSlots] = {};
   size_t count_ = 0;
   size_t bytes_ = 0;
 };
 
-// Never destroyed: buffers may be freed during static destruction.
-ReuseCache& reuse_cache() {
-  static ReuseCache* cache = [] {
-    auto* c = new ReuseCache;
-    pthread_atfork([] { reuse_cache().lock(); }, [] { reuse_cache().unlock(); }, [] { reuse_cache().unlock(); });
+// The cache for buffers of padded bytes (small or large). Never destroyed:
+// buffers may be freed during static destruction.
+ReuseCache& reuse_cache(size_t padded) {
+  struct Caches {
+    ReuseCache small{kReuseMinBytes, kReuseCacheBytes, kReuseCacheBytes};
+    ReuseCache large{kReuseCacheBytes + 1, kMappedThreshold - 1, kReuseLargeBytes};
+  };
+  static Caches* caches = [] {
+    auto* c = new Caches;
+    pthread_atfork(
+        [] {
+          Caches& all = *caches;
+          all.small.lock();
+          all.large.lock();
+        },
+        [] {
+          caches->large.unlock();
+          caches->small.unlock();
+        },
+        [] {
+          caches->large.unlock();
+          caches->small.unlock();
+        });
     return c;
   }();
-  return *cache;
+  return padded > kReuseCacheBytes ? caches->large : caches->small;
 }
 
 // Closes fd on a worker (on this thread when no worker can take it).
@@ -145,9 +171,9 @@ void free_range(void* data, size_t mapped) noexcept {
     heap_free(data);
 }
 
-// Frees an owner's range that was never exported (a candidate for reuse).
+// Frees an owner's range that no export addresses (a candidate for reuse).
 void free_owned(void* data, size_t padded, size_t mapped) noexcept {
-  if (!mapped && kReuseBuffers && reuse_cache().put(data, padded)) return;
+  if (!mapped && kReuseBuffers && reuse_cache(padded).put(data, padded)) return;
   free_range(data, mapped);
 }
 
@@ -245,7 +271,7 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
     return;
   }
   if (kReuseBuffers && padded >= kReuseMinBytes) {
-    if (void* p = reuse_cache().take(padded)) {
+    if (void* p = reuse_cache(padded).take(padded)) {
       if (zero) std::memset(p, 0, padded);
       data_ = p;
       bytes_ = bytes;
@@ -271,10 +297,16 @@ void AlignedBuffer::release() {
   if (data_) {
     if (StorageControl* ctl = ctl_) {
       // Only the owner adds references, so a count of 1 cannot grow under
-      // us; above 1, exports may die concurrently, and whoever drops the
-      // last reference frees the (by then retired) range.
-      if (ctl->refs.load(std::memory_order_acquire) > 1) retire_range(data_, padded_, mapped_);
-      drop_export_ref(ctl);
+      // us: every export is gone and the range is the owner's alone, as if
+      // never exported. Above 1, exports may die concurrently, and whoever
+      // drops the last reference frees the (by then retired) range.
+      if (ctl->refs.load(std::memory_order_acquire) == 1) {
+        delete ctl;
+        free_owned(data_, padded_, mapped_);
+      } else {
+        retire_range(data_, padded_, mapped_);
+        drop_export_ref(ctl);
+      }
     } else {
       free_owned(data_, padded_, mapped_);
     }

@@ -81,17 +81,21 @@ class AlignedBuffer {
 // hands out zeroed pages lazily (no memset), transparent huge pages are
 // requested, and release() gives the memory back at once. Smaller ones come
 // from the heap, where a buffer freed by one move is reused by the next
-// allocation of its size without faulting fresh pages in (glibc keeps up to
-// 32 MiB chunks on its heap once one was freed, which is what NumPy's fresh
-// arrays get); heap buffers from kHugeAdviceBytes up are advised huge pages,
-// as NumPy advises its own.
-constexpr size_t kMappedThreshold = size_t(16) << 20;
+// allocation of its size without faulting fresh pages in (glibc keeps
+// chunks below 32 MiB on its heap once one was freed, which is what NumPy's
+// fresh arrays get: the same bound here); heap buffers from
+// kHugeAdviceBytes up are advised huge pages, as NumPy advises its own.
+constexpr size_t kMappedThreshold = size_t(32) << 20;
 constexpr size_t kHugeAdviceBytes = size_t(4) << 20;
-// Heap buffers of kReuseMinBytes up that their owner frees (never exported)
-// are kept for the next allocation of the same size, up to kReuseCacheBytes
-// in all (storage.cpp, ReuseCache).
+// Heap buffers of kReuseMinBytes up that their owner frees with no export
+// outstanding are kept for the next allocation of the same size
+// (storage.cpp, ReuseCache): those up to kReuseCacheBytes in size up to
+// kReuseCacheBytes in all, larger ones (below kMappedThreshold: a tiled
+// projection's 16 MiB result, say) up to kReuseLargeBytes in all. At most
+// kReuseCacheBytes + kReuseLargeBytes of freed memory stay resident.
 constexpr size_t kReuseMinBytes = size_t(128) << 10;
 constexpr size_t kReuseCacheBytes = size_t(8) << 20;
+constexpr size_t kReuseLargeBytes = size_t(32) << 20;
 
 // A removed file of at least this many bytes is closed on a worker thread
 // (see FileStorage::close_and_unlink); smaller ones on the calling thread.

@@ -10,7 +10,9 @@
 #include "await_object.hpp"
 #include "move/move.hpp"
 #include "module.hpp"
+#include "profiler_api.hpp"
 #include "util/errors.hpp"
+#include "util/ref.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
 #include "clock.hpp"
@@ -29,6 +31,7 @@ struct AwaitObject {
   PyObject* result;            // terminal value on success
   PyObject* error;             // terminal exception instance on failure
   PyObject* error_tb;          // error's traceback when recorded (or NULL)
+  PyObject* runner;            // callable a waiter runs before blocking (or NULL; cleared at terminal)
 };
 
 namespace {
@@ -40,6 +43,7 @@ int Await_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(a->result);
   Py_VISIT(a->error);
   Py_VISIT(a->error_tb);
+  Py_VISIT(a->runner);
   return 0;
 }
 
@@ -50,6 +54,7 @@ int Await_clear(PyObject* self) {
   Py_CLEAR(a->result);
   Py_CLEAR(a->error);
   Py_CLEAR(a->error_tb);
+  Py_CLEAR(a->runner);
   return 0;
 }
 
@@ -119,6 +124,20 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
       return nullptr;
   }
   AwaitObject* a = as_await(self);
+  // An untimed wait first runs the work no worker has started yet (the
+  // framework's runner, taken by the first such waiter only): that spares
+  // the hand-off to a worker and back. The runner records the work's own
+  // failures on the handle; what it raises itself propagates.
+  if (timeout == Py_None && a->runner && !a->completion->done()) {
+    Ref runner = Ref::steal(a->runner);
+    a->runner = nullptr;
+    // The work records into the session its request captured, never into
+    // this thread's own (a worker has none).
+    PyObject* session = profiler_detach();
+    Ref ran = Ref::steal(PyObject_CallNoArgs(runner.get()));
+    profiler_reattach(session);
+    if (!ran) return nullptr;
+  }
   Py_INCREF(self);  // keep the completion alive across the unlocked wait
   int r = block(a, deadline);
   PyObject* out = nullptr;
@@ -164,6 +183,7 @@ PyObject* await_new(PyTypeObject* type) {
   a->result = nullptr;
   a->error = nullptr;
   a->error_tb = nullptr;
+  a->runner = nullptr;
   try {
     a->completion = new sw::Completion();
   } catch (const std::bad_alloc&) {
@@ -179,6 +199,7 @@ int await_complete(PyObject* handle, PyObject* value) {
   if (a->completion->done()) return 0;
   a->result = Py_NewRef(value);
   a->completion->set();
+  Py_CLEAR(a->runner);
   return 1;
 }
 
@@ -199,6 +220,7 @@ int await_fail(PyObject* handle) {
   a->error = exc;
   if (PyExceptionInstance_Check(exc)) a->error_tb = PyException_GetTraceback(exc);
   a->completion->set();
+  Py_CLEAR(a->runner);
   return 1;
 }
 
@@ -308,6 +330,25 @@ PyObject* hook_await_fail(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyBool_FromLong(await_fail(args[0]));
 }
 
+// Sets (or with None clears) the callable an untimed wait() runs before
+// blocking; False when the handle is already terminal (nothing is kept).
+PyObject* hook_await_set_runner(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "_await_set_runner() takes exactly 2 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  if (check_handle(args[0], "_await_set_runner") < 0) return nullptr;
+  PyObject* fn = args[1];
+  if (fn != Py_None && !PyCallable_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "_await_set_runner() runner must be callable or None, not %s", type_name(fn));
+    return nullptr;
+  }
+  AwaitObject* a = as_await(args[0]);
+  if (a->completion->done()) Py_RETURN_FALSE;
+  Py_XSETREF(a->runner, fn == Py_None ? nullptr : Py_NewRef(fn));
+  Py_RETURN_TRUE;
+}
+
 PyMethodDef hook_methods[] = {
     {"_await_new", hook_await_new, METH_O,
      "_await_new(kind, /)\n--\n\nPrivate: a fresh pending AwaitMove ('move'), AwaitProjection ('projection') or "
@@ -319,6 +360,10 @@ PyMethodDef hook_methods[] = {
     {"_await_fail", method_cast(hook_await_fail), METH_FASTCALL,
      "_await_fail(handle, exc, /)\n--\n\nPrivate: record failure with the exception instance exc; True when this "
      "call made the terminal transition."},
+    {"_await_set_runner", method_cast(hook_await_set_runner), METH_FASTCALL,
+     "_await_set_runner(handle, runner, /)\n--\n\nPrivate: the callable (None: none) that the first untimed wait() "
+     "on the pending handle calls, with the GIL held, before it blocks; dropped at the terminal transition. False "
+     "when the handle is already terminal."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

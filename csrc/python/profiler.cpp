@@ -180,6 +180,19 @@ PyObject* profiler_current() {
   return s && store_of(s).active() ? s : nullptr;
 }
 
+PyObject* profiler_detach() {
+  PyObject* s = tls_session;
+  tls_session = nullptr;
+  return s;
+}
+
+void profiler_reattach(PyObject* session) {
+  if (tls_session)  // a session entered meanwhile stays
+    Py_XDECREF(session);
+  else
+    tls_session = session;
+}
+
 int64_t profiler_new_id(PyObject* session) { return session ? store_of(session).new_id() : 0; }
 
 int64_t profiler_parent_id(PyObject* session) { return sw::profiling::parent_id(session); }

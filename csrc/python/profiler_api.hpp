@@ -13,6 +13,12 @@ namespace swpy {
 // completion on a worker) while holding the GIL.
 // Borrowed reference to this thread's active session, or NULL (no error).
 PyObject* profiler_current();
+// Detaches this thread's session (a new reference, or NULL) so that
+// nothing run on this thread records into it until profiler_reattach puts
+// it back (and consumes the reference): framework work a waiting thread
+// runs in a worker's stead (await.cpp) records as it would on the worker.
+PyObject* profiler_detach();
+void profiler_reattach(PyObject* session);
 // Fresh event id within session (ids are unique per session).
 int64_t profiler_new_id(PyObject* session);
 // This thread's innermost open operation event id in session (0 if none);

@@ -21,11 +21,12 @@ if TYPE_CHECKING:
 
 from .. import _core
 
-__all__ = ["new_handle", "complete", "fail", "Transfer", "active_session"]
+__all__ = ["new_handle", "complete", "fail", "set_runner", "Transfer", "active_session"]
 
 _new = _core._await_new
 _complete = _core._await_complete
 _fail = _core._await_fail
+_set_runner = _core._await_set_runner
 _session = _core._profiler_session
 _record = _core._profiler_record
 _now = _core._profiler_now_ns
@@ -50,6 +51,13 @@ def complete(handle: AwaitResult[Any], value: Any) -> bool:
 def fail(handle: AwaitResult[Any], exc: BaseException) -> bool:
     """Records failure with exc; False when the handle was already terminal."""
     return _fail(handle, exc)
+
+
+def set_runner(handle: AwaitResult[Any], runner: Optional[Callable[[], object]]) -> bool:
+    """The callable the first untimed ``wait()`` on the pending handle runs
+    (GIL held) before it blocks; dropped when the handle becomes terminal.
+    False when the handle is already terminal."""
+    return _set_runner(handle, runner)
 
 
 def active_session() -> Optional[_ProfileSession]:

@@ -9,7 +9,8 @@ import weakref
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Literal, Optional, Tuple
 
-from .._core import CPU, Carrier, CpuToFileBackedMoveOperation, DType, ElementwiseMoveOperation, FileBacked
+from .._core import CPU, AwaitProjection, Carrier, CpuToFileBackedMoveOperation, DType
+from .._core import ElementwiseMoveOperation, FileBacked
 from .._core import FileBackedToCpuMoveOperation, Layout, Shape, Stride, Tensor, dispatch_move
 from .._core import _tiled_gather
 from .._core import is_grad_enabled, set_grad_enabled
@@ -39,6 +40,12 @@ _GATHER_WAYS = 1
 # Evicted tiles' primary buffers kept for reuse by later promotions (they
 # count as primary memory: see TiledEvictable._primary_bytes()).
 _POOL_TILES = 2
+# An untimed wait() on a projection's handle runs the request's
+# jobs no worker has started yet, in order, while their bytes add up to at
+# most this much (the rest stay with the workers): a waiter running a copy
+# cannot take Ctrl-C until that copy returns (tens of milliseconds from a
+# disk for this much), where a worker's copy leaves it free to.
+_WAITER_BYTES = 64 << 20
 
 
 class _Pool:
@@ -59,6 +66,29 @@ class _Pool:
 
     def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
         self.q.put((fn, arg))
+
+
+class _QueuedJob:
+    """One queued job of a request: run exactly once, by the worker that
+    dequeues it or by a thread waiting on the request's handle, whichever
+    takes it first (under the request's lock). Taking it clears it: a job
+    the waiter ran may sit in the pool's queue until a worker wakes, and
+    must not keep the request (its handle, the result's storage) alive."""
+
+    __slots__ = ("req", "fn", "nbytes")
+
+    def __init__(self, req: "_Request", fn: Callable[[], None], nbytes: int) -> None:
+        self.req: Optional[_Request] = req
+        self.fn: Optional[Callable[[], None]] = fn
+        self.nbytes = nbytes
+
+
+def _run_queued(job: _QueuedJob) -> None:
+    """A worker's turn: runs job unless a waiter took it."""
+    req = job.req
+    fn = req._claim(job) if req is not None else None
+    if req is not None and fn is not None:
+        req._run(fn)
 
 
 def _at_exit() -> None:
@@ -98,6 +128,7 @@ def _after_fork_in_child() -> None:
         st.lock = threading.RLock()
         for req in list(st.pending):
             req.lock = threading.Lock()
+            req.queued.clear()  # (the parent's jobs: nobody runs them here)
             for c, tok in req.claims:
                 try:
                     c._relinquish_ownership(tok)
@@ -220,6 +251,12 @@ class _Request:
         self.grad_mode = is_grad_enabled()
         self.session = _h.active_session()  # the starting thread's profiler, if any
         self.finalizers: List[Callable[[], Any]] = []  # run once at terminal, success or failure
+        self.queued: List[_QueuedJob] = []  # submitted jobs nobody has started (guarded by lock)
+        # A projection's untimed wait() runs its queued jobs (run_on_waiter).
+        # Not a residency request's: its transfers complete on the workers
+        # (tests/test_tiled_profiling.py pins the completing threads).
+        self.waiter_runs = isinstance(handle, AwaitProjection)
+        self.item_bytes = max(1, (te._st.dtype.bits or 8) // 8)
 
     def submit(self, fn: Callable[[], None], src: Optional[Carrier] = None, dst: Optional[Carrier] = None,
                impl: Optional[type] = None) -> None:
@@ -232,16 +269,16 @@ class _Request:
             transfer = _h.Transfer(self.session, type(src), impl, (Shape(list(self.te._st.tile)),))
             transfer.submitted()
             fn = _h.timed(transfer, fn)
-        with self.lock:
-            self.pending += 1
-        _executor().submit(self._run, fn)
+        self._queue(fn, self.te._st.T * self.item_bytes if src is not None else 0)
 
     def submit_group(self, fn: Callable[[], None],
-                     parts: List[Tuple[Optional[Carrier], Optional[Carrier], Optional[type]]]) -> None:
+                     parts: List[Tuple[Optional[Carrier], Optional[Carrier], Optional[type]]],
+                     nbytes: Optional[int] = None) -> None:
         """Runs fn, one native call doing several tile transfers (src, dst,
         impl) at once, as one worker job: each transfer is profiled as its
         own move.submit / move.complete pair, all completing when fn returns
-        (failed, if it raised)."""
+        (failed, if it raised). nbytes: what it copies (default: a tile
+        per part)."""
         transfers = []
         if self.session is not None:
             for src, dst, impl in parts:
@@ -261,9 +298,7 @@ class _Request:
             finally:
                 for transfer in transfers:
                     transfer.finished(ok)
-        with self.lock:
-            self.pending += 1
-        _executor().submit(self._run, run_group)
+        self._queue(run_group, len(parts) * self.te._st.T * self.item_bytes if nbytes is None else nbytes)
 
     def submit_spans(self, spans: List[Tuple[Carrier, int, Carrier, int, int]]) -> None:
         """Tile span copies (src, src_first, dst, dst_first, count): the
@@ -271,7 +306,8 @@ class _Request:
         every other one as its own job through its route _copy."""
         native = [sp for sp in spans if _native_pair(sp[0], sp[2])]
         if native:
-            self.submit_group(lambda: _gather_spans(native), [(sp[0], sp[2], None) for sp in native])
+            self.submit_group(lambda: _gather_spans(native), [(sp[0], sp[2], None) for sp in native],
+                              sum(sp[4] for sp in native) * self.item_bytes)
         for sp in spans:
             if sp in native:
                 continue
@@ -279,6 +315,43 @@ class _Request:
             def job(sp: Tuple[Carrier, int, Carrier, int, int] = sp) -> None:
                 _route_copy(*sp)
             self.submit(job, sp[0], sp[2])
+
+    def _queue(self, fn: Callable[[], None], nbytes: int) -> None:
+        job = _QueuedJob(self, fn, nbytes)
+        with self.lock:
+            self.pending += 1
+            self.queued.append(job)
+        _executor().submit(_run_queued, job)
+
+    def _claim(self, job: _QueuedJob) -> Optional[Callable[[], None]]:
+        """Takes job out of the queue: its function for the one caller that
+        got it, None for any other."""
+        with self.lock:
+            for i, q in enumerate(self.queued):
+                if q is job:
+                    del self.queued[i]
+                    fn, job.fn, job.req = job.fn, None, None
+                    return fn
+        return None
+
+    def run_on_waiter(self) -> None:
+        """The handle's runner (an untimed wait() calls it once, before
+        blocking): runs on the waiting thread, in order, the jobs no worker
+        has started, while they total at most _WAITER_BYTES; completion,
+        profiling and the terminal commit are those of a worker's run (the
+        last job to finish commits, on whichever thread ran it). A
+        KeyboardInterrupt raised in a job's Python code while it runs here
+        fails the request with it, as any exception of a job does."""
+        budget = _WAITER_BYTES
+        while True:
+            with self.lock:
+                job = self.queued[0] if self.queued else None
+            if job is None or job.nbytes > budget:
+                return
+            budget -= job.nbytes
+            fn = self._claim(job)
+            if fn is not None:  # else a worker took it meanwhile: the next one
+                self._run(fn)
 
     def _run(self, fn: Callable[[], None]) -> None:
         prev = is_grad_enabled()
@@ -295,7 +368,13 @@ class _Request:
             self._done_one()
 
     def seal(self) -> None:
-        """All jobs are submitted; finish now if they already ran."""
+        """All jobs are submitted; finish now if they already ran. The
+        handle's untimed wait() may run the jobs still queued then."""
+        if self.waiter_runs:
+            with self.lock:
+                queued = bool(self.queued)
+            if queued:
+                _h.set_runner(self.handle, self.run_on_waiter)
         self._done_one()
 
     def _done_one(self) -> None:
