@@ -236,3 +236,18 @@ def tiled_ramp(n_tiles=4, tile=3):
 
     te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
     return te, sw.Tensor(te, 0, te.canonical_layout())
+
+
+# Tile-tier carriers for injected transfer failures: a test registers
+# FailingOp (or its own operation) between them and unregisters it after.
+class FailPrimary(sw.Generic):
+    pass
+
+
+class FailSecondary(sw.Generic):
+    pass
+
+
+class FailingOp(sw.MoveOperation):
+    def _copy(self, tensor, destination, output, element_count):
+        raise OSError("injected tile failure")

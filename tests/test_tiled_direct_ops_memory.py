@@ -22,7 +22,7 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import run_python
+from conftest import FailSecondary, run_python
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -292,10 +292,6 @@ def test_a_pending_residency_request_is_a_conflict_not_a_wait():
         _GATE.set()
         unregister_move_operation(sw.CPU, GateSecondary)
         unregister_move_operation(GateSecondary, sw.CPU)
-
-
-class FailSecondary(sw.Generic):
-    pass
 
 
 class FailingRead(sw.MoveOperation):

@@ -13,7 +13,7 @@ from strideweave.carriers.tiled_evictable import (AwaitProjection, AwaitResidenc
                                                    TileSet)
 
 F32 = sw.DType.Float32
-from conftest import ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
+from conftest import FailingOp, FailPrimary, FailSecondary, ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
 
 
 # ------------------------------------------------------------------ the hooks
@@ -121,19 +121,6 @@ def test_every_tiled_request_returns_a_native_handle():
     assert type(h) is sw.AwaitMove
     full = h.wait()
     assert h.wait() is full and type(full.carrier) is TiledEvictable
-
-
-class FailPrimary(sw.Generic):
-    pass
-
-
-class FailSecondary(sw.Generic):
-    pass
-
-
-class FailingOp(sw.MoveOperation):
-    def _copy(self, tensor, destination, output, element_count):
-        raise OSError("injected tile failure")
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from strideweave.carriers._tiled_work import _POOL_TILES
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
-from conftest import run_python
+from conftest import FailingOp, FailPrimary, FailSecondary, run_python
 
 F32 = sw.DType.Float32
 
@@ -96,19 +96,6 @@ def test_a_full_primary_slab_is_released_when_its_last_tile_leaves():
     assert te._primary_bytes() == T * 4 and te[2 * T] == 0.0
     te.release()
     assert te.primary.is_released()
-
-
-class FailPrimary(sw.Generic):
-    pass
-
-
-class FailSecondary(sw.Generic):
-    pass
-
-
-class FailingOp(sw.MoveOperation):
-    def _copy(self, tensor, destination, output, element_count):
-        raise OSError("injected tile failure")
 
 
 def test_a_failed_promotion_commits_nothing_and_gives_its_buffer_back():

@@ -11,7 +11,7 @@ from strideweave.carriers.move import register_move_operation, unregister_move_o
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32
-from conftest import ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
+from conftest import FailingOp, FailPrimary, FailSecondary, ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
 
 
 def pairs(p):
@@ -138,19 +138,6 @@ def test_carrier_filter_applies_to_tile_transfers():
         te.promote(TileSet([(1,)]))  # FileBacked -> CPU: kept
     ps = pairs(p)
     assert [s.implementation_type for s, _ in ps] == [sw.FileBackedToCpuMoveOperation]
-
-
-class FailPrimary(sw.Generic):
-    pass
-
-
-class FailSecondary(sw.Generic):
-    pass
-
-
-class FailingOp(sw.MoveOperation):
-    def _copy(self, tensor, destination, output, element_count):
-        raise OSError("injected tile failure")
 
 
 def test_a_failed_tile_transfer_records_a_failed_completion():

@@ -36,4 +36,12 @@ inline std::vector<float> iota(size_t n, float first = 1.0f) {
 // v's data as a host span of Float32 slots.
 inline sw::CopyEndpoint host(std::vector<float>& v) { return sw::CopyEndpoint::host_span(v.data(), 4); }
 
+// Whether n bytes at p are all zero.
+inline bool all_zero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i]) return false;
+  return true;
+}
+
 }  // namespace swtest

@@ -15,7 +15,9 @@
 
 #include "dlpack_export.hpp"
 #include "storage.hpp"
+#include "builders.hpp"
 
+using swtest::all_zero;
 namespace {
 
 using sw::AlignedBuffer;
@@ -35,13 +37,6 @@ long resident_pages(void* p, size_t n) {
   long r = 0;
   for (unsigned char v : vec) r += v & 1;
   return r;
-}
-
-bool all_zero(const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i)
-    if (b[i]) return false;
-  return true;
 }
 
 TEST(StorageExports, EmptyBufferHasNothingToExport) {

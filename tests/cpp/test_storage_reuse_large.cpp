@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "storage.hpp"
+#include "builders.hpp"
 
+using swtest::all_zero;
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -20,13 +22,6 @@ constexpr bool kSanitized = false;
 #endif
 
 constexpr size_t kLarge = size_t(16) << 20;
-
-bool all_zero(const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i)
-    if (b[i]) return false;
-  return true;
-}
 
 }  // namespace
 
