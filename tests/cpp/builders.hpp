@@ -11,6 +11,13 @@
 
 namespace swtest {
 
+// Built with AddressSanitizer (the storage layer then reuses no buffers).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 inline sw::IntTree L(int64_t v) { return sw::IntTree::leaf(v); }
 inline sw::IntTree N(std::vector<sw::IntTree> c) { return sw::IntTree::node(std::move(c)); }
 

@@ -11,13 +11,9 @@
 #include "builders.hpp"
 
 using swtest::all_zero;
-namespace {
+using swtest::kSanitized;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+namespace {
 
 constexpr size_t kSize = sw::kReuseMinBytes * 2;
 
