@@ -12,7 +12,7 @@ from strideweave.carriers.tiled_evictable import (ResidencyPlan, TiledEvictable,
                                                    TileState)
 
 F32 = sw.DType.Float32
-from conftest import ramp_cpu as filled  # noqa: E402
+from conftest import ramp_cpu as filled, run_python  # noqa: E402
 
 
 class GatePrimary(sw.Generic):
@@ -389,17 +389,7 @@ print("child", os.WEXITSTATUS(status))
 def test_a_request_pending_at_fork_fails_in_the_child(tmp_path):
     # In a fresh interpreter: forking this multi-threaded test process (JAX
     # threads) could deadlock the child.
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=60)
+    r = run_python(FORK_SCRIPT, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "child 0"
 
@@ -425,16 +415,6 @@ print("exiting")
 
 
 def test_exit_with_a_request_that_never_finishes_is_bounded(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=60)
+    r = run_python(EXIT_SCRIPT, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "abandoning a tiled request still pending at exit" in r.stderr
