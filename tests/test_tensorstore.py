@@ -3,12 +3,12 @@ directions, asynchrony, autograd, Evictable tiers, zarr-python interop and
 the optional-dependency contract. S3 lives in test_tensorstore_s3.py."""
 import os
 import shutil
-import subprocess
 import sys
 import threading
 
 import pytest
 
+import conftest
 import strideweave as sw
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install strideweave[tensorstore])")
@@ -319,10 +319,9 @@ def test_open_tensor_moves_back_into_the_nd_array(tmp_path):
 # ------------------------------------------------------------ optional dependency
 
 def run_python(code):
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in sys.path if p])
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    """The child also sees this process's whole sys.path: tensorstore and
+    moto may live outside the default site-packages (a test venv)."""
+    return conftest.run_python(code, pythonpath=[conftest.PACKAGE_ROOT] + [p for p in sys.path if p])
 
 
 def test_without_tensorstore_the_module_names_the_extra():

@@ -5,11 +5,11 @@ move's recorded exception and leave the source live."""
 import json
 import os
 import socket
-import subprocess
 import sys
 
 import pytest
 
+import conftest
 import strideweave as sw
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install strideweave[tensorstore])")
@@ -75,10 +75,9 @@ def slots(c):
 
 
 def run_python(code):
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in sys.path if p])
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    """The child also sees this process's whole sys.path: tensorstore and
+    moto may live outside the default site-packages (a test venv)."""
+    return conftest.run_python(code, pythonpath=[conftest.PACKAGE_ROOT] + [p for p in sys.path if p])
 
 
 def test_s3_end_to_end_across_processes(s3):

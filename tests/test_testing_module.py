@@ -1,27 +1,19 @@
 """The test doubles live in the test-only extension strideweave._testing,
 never in _core (as NumPy builds _multiarray_tests): _core carries only a
 private capsule through which _testing installs its fake Metal runtime."""
-import os
 import pathlib
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
+import conftest
 import strideweave as sw
 from strideweave import _testing
 
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
-
 
 def run_python(code):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    r = subprocess.run([sys.executable, "-P", "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                       env=env, timeout=120)
+    """-P: the child must not see the tests folder (the checkout) first."""
+    r = conftest.run_python(code, flags=("-P",))
     assert r.returncode == 0, r.stderr
     return r.stdout
 
