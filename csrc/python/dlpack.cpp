@@ -229,7 +229,7 @@ int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
       PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(item)->tp_name);
       return -1;
     }
-    Ref number = Ref::steal(PyNumber_Index(item));
+    Ref number = PyLong_Check(item) ? Ref::borrow(item) : Ref::steal(PyNumber_Index(item));
     if (!number) return -1;
     out->value[k] = PyLong_AsLongLongAndOverflow(number.get(), &out->overflow[k]);
     if (out->value[k] == -1 && PyErr_Occurred()) return -1;
