@@ -211,3 +211,30 @@ def test_an_immutable_export_flags_read_only_only_in_the_versioned_form():
     assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == READ_ONLY
     assert inspect(t.__dlpack__(max_version=(7, 1)))["flags"] == READ_ONLY
     assert "flags" not in inspect(t.__dlpack__())
+
+
+def test_the_flag_follows_is_mutable_under_thread_bound_owner_access():
+    """Public mutability is tensor.is_mutable(): an owner-access scope makes
+    the carrier mutable on its own thread only, and the flag follows."""
+    import threading
+
+    t = cpu_tensor([1.0, 2.0])
+    c = t.carrier
+    token = c._claim_ownership()
+    try:
+        assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == READ_ONLY
+        c._begin_owner_access(token)
+        try:
+            assert t.is_mutable()
+            assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == 0
+            seen = []
+            other = threading.Thread(
+                target=lambda: seen.append((t.is_mutable(), inspect(t.__dlpack__(max_version=(1, 0)))["flags"])))
+            other.start()
+            other.join(10)
+            assert seen == [(False, READ_ONLY)]
+        finally:
+            c._end_owner_access(token)
+    finally:
+        c._relinquish_ownership(token)
+    assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == 0
