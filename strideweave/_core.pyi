@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from types import TracebackType
+from types import GenericAlias, TracebackType
 from typing import SupportsIndex, Any, Callable, ClassVar, Generic as _Generic, Iterable, Iterator, Literal, Optional, Sequence, TypeVar, Union, overload
 
 from typing_extensions import Self, disjoint_base, final
@@ -324,6 +324,7 @@ class AwaitResult(_Generic[_T]):
     @property
     def done(self) -> bool: ...
     def wait(self, timeout: Optional[float] = None) -> _T: ...
+    def __class_getitem__(cls, item: Any, /) -> GenericAlias: ...
 
 @final
 class AwaitMove(AwaitResult[Tensor]): ...

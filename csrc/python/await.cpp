@@ -161,6 +161,9 @@ PyMethodDef Await_methods[] = {
      "wait($self, /, timeout=None)\n--\n\nBlock (with the GIL released) until the terminal outcome is recorded, then return "
      "the result or raise the recorded exception: the same object on every call, from any thread. timeout (an "
      "extension) raises TimeoutError when it passes first; the operation itself continues."},
+    // The spec writes AwaitResult[T] / AwaitMove[Tensor]: subscriptable at run
+    // time too, so such annotations evaluate (PEP 585).
+    {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS, "See PEP 585."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef Await_getset[] = {

@@ -206,25 +206,32 @@ done:
 
 // A two-element tuple or list of ints (what = argument name for messages).
 // TypeError for another container, ValueError for a wrong count or a
-// non-integer element. Values are returned as long long with an overflow
-// indicator (+1 above, -1 below the range), so a huge ceiling still parses.
+// non-integer element. An element with __index__ (a NumPy integer, an
+// IntEnum) is an integer too. Values are returned as long long with an
+// overflow indicator (+1 above, -1 below the range), so a huge ceiling still
+// parses.
 int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
   if (!PyTuple_Check(o) && !PyList_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s must be a tuple or list, not %.100s", what, Py_TYPE(o)->tp_name);
     return -1;
   }
-  if (PySequence_Fast_GET_SIZE(o) != 2) {
+  // A tuple snapshot: an element's __index__ may resize a list.
+  Ref pair = Ref::steal(PySequence_Tuple(o));
+  if (!pair) return -1;
+  if (PyTuple_GET_SIZE(pair.get()) != 2) {
     PyErr_Format(PyExc_ValueError, "%s must have exactly two elements, got %zd", what,
-                 PySequence_Fast_GET_SIZE(o));
+                 PyTuple_GET_SIZE(pair.get()));
     return -1;
   }
-  PyObject** items = PySequence_Fast_ITEMS(o);
-  for (int k = 0; k < 2; ++k) {
-    if (!PyLong_Check(items[k])) {
-      PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(items[k])->tp_name);
+  for (Py_ssize_t k = 0; k < 2; ++k) {
+    PyObject* item = PyTuple_GET_ITEM(pair.get(), k);
+    if (!PyLong_Check(item) && !PyIndex_Check(item)) {
+      PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(item)->tp_name);
       return -1;
     }
-    out->value[k] = PyLong_AsLongLongAndOverflow(items[k], &out->overflow[k]);
+    Ref number = PyLong_Check(item) ? Ref::borrow(item) : Ref::steal(PyNumber_Index(item));
+    if (!number) return -1;
+    out->value[k] = PyLong_AsLongLongAndOverflow(number.get(), &out->overflow[k]);
     if (out->value[k] == -1 && PyErr_Occurred()) return -1;
   }
   return 0;
@@ -327,14 +334,18 @@ bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, co
   return true;
 }
 
-// A carrier's refusal (BufferError) re-raised with its class and the way
-// out: a move to CPU, whose storage exports (API.md section 11).
+// A native refusal (BufferError from the base hook or a built-in carrier's)
+// re-raised with the carrier's class and the way out: a move to CPU, whose
+// storage exports (API.md section 11). An exception a Python dlpack_info()
+// override raises propagates unchanged (spec), so it is left as it is.
 PyObject* explain_refusal(PyObject* self) {
   if (!PyErr_ExceptionMatches(PyExc_BufferError)) return nullptr;
   PyObject* carrier = as_tensor(self)->carrier;
+  if (carrier_overrides(carrier, "dlpack_info")) return nullptr;
   const long long span = static_cast<long long>(layout_of(as_tensor(self)->layout).cosize());
-  Ref dtype = Ref::steal(carrier_dtype(carrier));
+  // Taken first: a Python dtype() hook must not run with an exception set.
   PyObject* exc = compat::take_raised();
+  Ref dtype = Ref::steal(carrier_dtype(carrier));
   if (!dtype) {  // a broken dtype hook: keep the carrier's own refusal
     PyErr_Clear();
     compat::restore_raised(exc);
@@ -548,7 +559,8 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   uintptr_t pointer = 0;
   Device device{};
-  if (resolve_carrier(as_tensor(self)->carrier, &pointer, &device) < 0) return nullptr;
+  // Refused exactly as __dlpack__ refuses (spec: both fail identically).
+  if (resolve_carrier(as_tensor(self)->carrier, &pointer, &device) < 0) return explain_refusal(self);
   return device_tuple(device);
 }
 
