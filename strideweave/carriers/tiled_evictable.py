@@ -169,7 +169,8 @@ class TiledEvictable(Carrier):
             raise ValueError("TiledEvictable primary and secondary must be distinct carriers")
         grid = _check_extent_tuple(grid_shape, "grid_shape")
         tile = _check_extent_tuple(tile_shape, "tile_shape")
-        if residency_policy is not None and not isinstance(residency_policy, ResidencyPolicy):
+        if residency_policy is not None and (isinstance(residency_policy, type) or not isinstance(
+                residency_policy, ResidencyPolicy) or not callable(getattr(residency_policy, "plan", None))):
             raise TypeError("TiledEvictable residency_policy must implement ResidencyPolicy "
                             f"(plan(required, purpose)), not {type(residency_policy).__name__}")
         for name, tier in (("primary", primary), ("secondary", secondary)):
@@ -694,9 +695,12 @@ class TiledEvictable(Carrier):
         st = self._st
         if plan is None:
             return
+        # At its commit the request still counts as a reader of its own
+        # tiles; it no longer needs them, so they are evicted (spec).
+        own = set(st.committing.reads) if st.committing is not None else set()
         for c in plan.evict.coordinates:
             k = _encode(c, st.grid)
-            if k in keep or k in st.writers or st.readers.get(k) or st.loc[k] != _PRIMARY:
+            if k in keep or k in st.writers or st.readers.get(k, 0) > (k in own) or st.loc[k] != _PRIMARY:
                 continue
             if st.dirty[k]:
                 self._ensure_tier(_SECONDARY)
