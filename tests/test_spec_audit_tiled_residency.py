@@ -278,7 +278,7 @@ def test_a_plan_evicting_the_requests_own_tiles_evicts_them_after_the_request(pu
     assert slots(te) == [float(i) for i in range(8)]
 
 
-def test_a_plan_cannot_evict_a_tile_earlier_pending_work_still_needs(gate):
+def test_a_plan_eviction_of_a_tile_earlier_pending_work_needs_is_deferred_until_it_ends(gate):
     pol = SettablePolicy()
     te = gated(policy=pol)
     gate.open.set()
@@ -294,3 +294,6 @@ def test_a_plan_cannot_evict_a_tile_earlier_pending_work_still_needs(gate):
     gate.open.set()
     r = first.wait()
     assert [r[i] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]
+    # the deferred eviction happens once no live work needs the tile
+    assert te.tile_state((1,)) == TileState("secondary", True, False)
+    assert [te[2], te[3]] == [2.0, 3.0]

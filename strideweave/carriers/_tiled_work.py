@@ -460,6 +460,7 @@ class _State:
         self.writers: dict[int, _Request] = {}  # tile ordinal -> the pending request changing its residency
         self.pending: set[_Request] = set()
         self.committing: Optional[_Request] = None  # the request whose commit() is running (lock held)
+        self.deferred: set[int] = set()  # tiles a plan evicts once no pending request reads them
         self.released = False
         self.zeros: Optional[Carrier] = None
         # Per-tile primary storage: tile ordinal -> a private carrier of T

@@ -357,6 +357,8 @@ class TiledEvictable(Carrier):
         access scope open on the carrier): tile buffers beyond the pool, and
         the slab once no tile lives there."""
         st = self._st
+        if st.deferred:
+            self._run_deferred_evictions()
         if st.pending:
             return  # their workers hold owner access to every claimed carrier: the last one reaps
         while st.doomed:
@@ -366,6 +368,25 @@ class TiledEvictable(Carrier):
                 buf._relinquish_ownership(entry[1])
             buf.release()
         self._maybe_free_slab()
+
+    def _run_deferred_evictions(self) -> None:
+        """Evicts the tiles a policy plan's eviction deferred (lock held,
+        outside owner access) once no pending request reads them; a failed
+        copy leaves its tile primary and dirty."""
+        st = self._st
+        for k in [k for k in st.deferred if not st.readers.get(k) and k not in st.writers]:
+            st.deferred.discard(k)
+            if st.released or st.loc[k] != _PRIMARY:
+                continue
+            try:
+                if st.dirty[k]:
+                    self._ensure_tier(_SECONDARY)
+                    with _Access(st.tokens_all()):
+                        self._evict_copy(k)
+            except Exception:
+                continue
+            st.loc[k], st.dirty[k] = _SECONDARY, False
+            self._leave_primary(k)
 
     def _leave_primary(self, k: int) -> None:
         """Tile k stopped being primary-resident (lock held): its tile buffer
@@ -700,7 +721,10 @@ class TiledEvictable(Carrier):
         own = set(st.committing.reads) if st.committing is not None else set()
         for c in plan.evict.coordinates:
             k = _encode(c, st.grid)
-            if k in keep or k in st.writers or st.readers.get(k, 0) > (k in own) or st.loc[k] != _PRIMARY:
+            if k in keep or k in st.writers or st.loc[k] != _PRIMARY:
+                continue
+            if st.readers.get(k, 0) > (k in own):
+                st.deferred.add(k)  # live work still reads it: evicted when that ends (_after_request)
                 continue
             if st.dirty[k]:
                 self._ensure_tier(_SECONDARY)
