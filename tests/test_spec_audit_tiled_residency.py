@@ -297,3 +297,42 @@ def test_a_plan_eviction_of_a_tile_earlier_pending_work_needs_is_deferred_until_
     # the deferred eviction happens once no live work needs the tile
     assert te.tile_state((1,)) == TileState("secondary", True, False)
     assert [te[2], te[3]] == [2.0, 3.0]
+
+
+def test_a_scatter_plan_promotes_its_promote_tiles():
+    pol = SettablePolicy()
+    te = TiledEvictable(sw.CPU(0), ramp_cpu(8), (4,), (2,), residency_policy=pol)
+    t = full(te)
+    sel = TileSelection([[1, 2]])
+    compact = te.project(t, sel).wait()
+    pol.next = ResidencyPlan(promote=TileSet([(1,), (3,)]))
+    for reduction in ("replace", "add"):
+        res = te.scatter(compact, t, sel, reduction).wait()
+        assert pol.calls[-1] == (sel.tile_set, "scatter")
+        assert [te.tile_state((k,)).location for k in range(4)] == ["secondary", "primary", "secondary", "primary"]
+        assert slots(te) == [float(i) for i in range(8)]
+        want = [2.0, 3.0, 4.0, 5.0] if reduction == "replace" else [4.0, 6.0, 8.0, 10.0]
+        assert [res[i] for i in range(2, 6)] == want
+        te.evict(TileSet([(1,), (3,)]))
+
+
+def test_a_tile_a_pending_requests_plan_retains_stays_primary_until_that_request_ends(gate):
+    pol = SettablePolicy()
+    te = gated(policy=pol)
+    gate.open.set()
+    te.evict(TileSet([(0,)]))
+    gate.open.clear()
+    t = full(te)
+    pol.next = ResidencyPlan(retain=TileSet([(1,)]))
+    first = te.project(t, TileSelection([[0]]))       # gated on the secondary; retains tile 1
+    assert gate.started.acquire(timeout=5)
+    pol.next = ResidencyPlan(evict=TileSet([(1,)]))
+    r2 = te.project(t, TileSelection([[3]])).wait()   # completes while `first` is pending
+    assert [r2[0], r2[1]] == [6.0, 7.0]
+    assert te.tile_state((1,)) == TileState("primary", True, True)
+    gate.open.set()
+    r = first.wait()
+    assert [r[0], r[1]] == [0.0, 1.0]
+    assert te.tile_state((1,)) == TileState("secondary", True, False)
+    assert slots(te) == [float(i) for i in range(8)]
+    assert not te._st.retained and not te._st.deferred

@@ -139,6 +139,7 @@ def _after_fork_in_child() -> None:
         st.pending.clear()
         st.readers.clear()
         st.writers.clear()
+        st.retained.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -460,7 +461,8 @@ class _State:
         self.writers: dict[int, _Request] = {}  # tile ordinal -> the pending request changing its residency
         self.pending: set[_Request] = set()
         self.committing: Optional[_Request] = None  # the request whose commit() is running (lock held)
-        self.deferred: set[int] = set()  # tiles a plan evicts once no pending request reads them
+        self.deferred: set[int] = set()  # tiles a plan evicts once no pending request reads or retains them
+        self.retained: dict[int, int] = {}  # tile ordinal -> count of pending requests whose plan retains it
         self.released = False
         self.zeros: Optional[Carrier] = None
         # Per-tile primary storage: tile ordinal -> a private carrier of T

@@ -374,7 +374,7 @@ class TiledEvictable(Carrier):
         outside owner access) once no pending request reads them; a failed
         copy leaves its tile primary and dirty."""
         st = self._st
-        for k in [k for k in st.deferred if not st.readers.get(k) and k not in st.writers]:
+        for k in [k for k in st.deferred if not st.readers.get(k) and k not in st.writers and k not in st.retained]:
             st.deferred.discard(k)
             if st.released or st.loc[k] != _PRIMARY:
                 continue
@@ -709,7 +709,23 @@ class TiledEvictable(Carrier):
         for k in out:
             st.writers[k] = req
             req.writes.append(k)
-        return self._promotions(req, out)
+        staged = self._promotions(req, out)
+        if plan is not None and len(plan.retain):
+            # Retained tiles: no other plan evicts them before req is terminal
+            # (such an eviction is deferred, see _apply_plan_evictions).
+            kept = [_encode(c, st.grid) for c in plan.retain.coordinates]
+            for k in kept:
+                st.retained[k] = st.retained.get(k, 0) + 1
+
+            def unretain() -> None:
+                for k in kept:
+                    n = st.retained.get(k, 0) - 1
+                    if n > 0:
+                        st.retained[k] = n
+                    else:
+                        st.retained.pop(k, None)
+            req.finalizers.append(unretain)
+        return staged
 
     def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
         """Evicts the plan's idle primary tiles now (lock held, owner access)."""
@@ -723,8 +739,10 @@ class TiledEvictable(Carrier):
             k = _encode(c, st.grid)
             if k in keep or k in st.writers or st.loc[k] != _PRIMARY:
                 continue
-            if st.readers.get(k, 0) > (k in own):
-                st.deferred.add(k)  # live work still reads it: evicted when that ends (_after_request)
+            if st.readers.get(k, 0) > (k in own) or k in st.retained:
+                # Live work still reads it, or a pending request's plan
+                # retains it: evicted once that ends (_after_request).
+                st.deferred.add(k)
                 continue
             if st.dirty[k]:
                 self._ensure_tier(_SECONDARY)
@@ -1031,10 +1049,16 @@ class TiledEvictable(Carrier):
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
             locs = [st.loc[k] for k in ords]
+            try:
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
+            except BaseException:
+                self._abort(req)
+                raise
             want_grad = req.grad_mode and (compact.is_differentiable() or template.is_differentiable())
             out_tokens = ost.tokens_all()
 
             def commit() -> Tensor:
+                promo_commit()
                 for k in ords:
                     ost.loc[k], ost.dirty[k] = _PRIMARY, True
                 result = Tensor(out, 0, template.layout)
@@ -1063,6 +1087,7 @@ class TiledEvictable(Carrier):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
                                       tier if reduction == "add" else None, reduction == "add", tbase)
                 req.submit(job, compact.carrier, oprim)
+            req.submit_spans(promo_spans)
         req.seal()
         return handle
 
