@@ -379,3 +379,25 @@ def test_composition_leaves_the_tier_classes_legacy_routes_alone():
     for src, dst in ((TiledEvictable, sw.CPU), (sw.CPU, TiledEvictable)):
         with pytest.raises(RuntimeError, match="TransferRoute"):
             sw.register_move_operation(src, dst, sw.ElementwiseMoveOperation)
+
+
+def test_both_tiers_non_empty_start_primary_resident_and_dirty():
+    sec = sw.CPU(4)
+    for i in range(4):
+        sec[i] = -1.0
+    te = TiledEvictable(ramp_cpu(4), sec, (2,), (2,))
+    assert [te.tile_state((k,)) for k in range(2)] == [TileState("primary", True, True)] * 2
+    assert values(full(te)) == [0.0, 1.0, 2.0, 3.0]
+    te.evict(TileSet([(0,), (1,)]))   # dirty: the primary's values overwrite the secondary's
+    assert [sec[i] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_an_empty_allocatable_destination_of_the_compute_class_grows_to_the_compact_extent():
+    te = TiledEvictable(sw.FileBacked(dtype=F32), ramp_cpu(8), (4,), (2,))
+    t = full(te)
+    dest = sw.FileBacked(dtype=F32)
+    r = te.project(t, TileSelection([[3, 1]]), dest).wait()
+    assert r.carrier is dest and dest.size() == 4
+    assert values(r) == [6.0, 7.0, 2.0, 3.0]
+    r2 = te.project(t, TileSelection([[2]])).wait()   # default: fresh carrier of the compute class
+    assert type(r2.carrier) is sw.FileBacked and values(r2) == [4.0, 5.0]

@@ -53,6 +53,12 @@ def gate():
     unregister_move_operation(AuditPrimary, AuditSecondary)
 
 
+def rearm(gate):
+    """Shuts the gate again and forgets the transfers already started."""
+    gate.open.clear()
+    gate.started = threading.Semaphore(0)
+
+
 def gated(n_tiles=4, tile=2, policy=None):
     n = n_tiles * tile
     return TiledEvictable(AuditPrimary([float(i) for i in range(n)], dtype=F32),
@@ -157,7 +163,7 @@ def test_a_pending_projection_protects_its_source_tiles_and_its_destination(gate
     te = gated()
     gate.open.set()
     te.evict(TileSet([(0,)]))
-    gate.open.clear()
+    rearm(gate)
     t = full(te)
     dest = AuditPrimary([7.0] * 4, dtype=F32)
     h = te.project(t, TileSelection([[0, 1]]), dest)
@@ -181,7 +187,7 @@ def test_release_with_a_pending_scatter_raises_and_cancels_nothing(gate):
     te = gated()
     gate.open.set()
     te.evict(TileSet([(2,)]))
-    gate.open.clear()
+    rearm(gate)
     t = full(te)
     sel = TileSelection([[2]])
     compact = sw.Tensor(AuditPrimary([1.0, 1.0], dtype=F32), 0, sw.Layout(sw.Shape([[2, 1]]), sw.Stride([[1, 2]])))
@@ -216,7 +222,7 @@ def test_concurrent_waits_on_one_projection_see_the_same_tensor(gate):
     te = gated()
     gate.open.set()
     te.evict(TileSet([(1,)]))
-    gate.open.clear()
+    rearm(gate)
     h = te.project(full(te), TileSelection([[1, 0]]))
     got = []
     threads = [threading.Thread(target=lambda: got.append(h.wait())) for _ in range(3)]
@@ -283,7 +289,7 @@ def test_a_plan_eviction_of_a_tile_earlier_pending_work_needs_is_deferred_until_
     te = gated(policy=pol)
     gate.open.set()
     te.evict(TileSet([(0,)]))
-    gate.open.clear()
+    rearm(gate)
     t = full(te)
     first = te.project(t, TileSelection([[0, 1]]))   # tile 0 gated on the secondary, tile 1 primary
     assert gate.started.acquire(timeout=5)
@@ -321,7 +327,7 @@ def test_a_tile_a_pending_requests_plan_retains_stays_primary_until_that_request
     te = gated(policy=pol)
     gate.open.set()
     te.evict(TileSet([(0,)]))
-    gate.open.clear()
+    rearm(gate)
     t = full(te)
     pol.next = ResidencyPlan(retain=TileSet([(1,)]))
     first = te.project(t, TileSelection([[0]]))       # gated on the secondary; retains tile 1
@@ -336,3 +342,57 @@ def test_a_tile_a_pending_requests_plan_retains_stays_primary_until_that_request
     assert te.tile_state((1,)) == TileState("secondary", True, False)
     assert slots(te) == [float(i) for i in range(8)]
     assert not te._st.retained and not te._st.deferred
+
+
+def test_a_policy_promotion_of_pending_work_is_no_conflict_for_other_data_requests(gate):
+    # A policy may only optimize: with a policy promoting what a request needs,
+    # overlapping projections and scatters started before the first is waited
+    # for must succeed exactly as they do without a policy.
+    pol = SettablePolicy()
+    te = gated(policy=pol)
+    gate.open.set()
+    te.evict(TileSet([(0,), (1,)]))
+    rearm(gate)
+    t = full(te)
+    pol.next = ResidencyPlan(promote=TileSet([(0,), (1,)]))
+    first = te.project(t, TileSelection([[0, 1]]))     # gathers and promotes: gated
+    assert gate.started.acquire(timeout=5)
+    second = te.project(t, TileSelection([[1]]))
+    compact = sw.Tensor(AuditPrimary([10.0, 20.0], dtype=F32), 0, sw.Layout(sw.Shape([[2, 1]]), sw.Stride([[1, 2]])))
+    third = te.scatter(compact, t, TileSelection([[0]]), "add")
+    gate.open.set()
+    assert [first.wait()[i] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]
+    assert [second.wait()[i] for i in range(2)] == [2.0, 3.0]
+    out = third.wait()
+    assert [out[0], out[1]] == [10.0, 21.0]
+    assert [te.tile_state((k,)).location for k in range(2)] == ["primary", "primary"]
+    assert slots(te) == [float(i) for i in range(8)]
+    # an explicit residency request is still a conflict for them
+    rearm(gate)
+    h = te.evict_async(TileSet([(3,)]))
+    assert gate.started.acquire(timeout=5)
+    with pytest.raises(RuntimeError, match="wait"):
+        te.project(t, TileSelection([[3]]))
+    gate.open.set()
+    h.wait()
+
+
+def test_an_operation_reads_tiles_another_requests_policy_is_promoting(gate):
+    pol = SettablePolicy()
+    te = gated(policy=pol)
+    gate.open.set()
+    te.evict(TileSet([(0,), (1,)]))
+    rearm(gate)
+    t = full(te)
+    pol.next = ResidencyPlan(promote=TileSet([(0,), (1,)]))
+    first = te.project(t, TileSelection([[0]]))        # promotes tiles 0 and 1: gated
+    assert gate.started.acquire(timeout=5)
+    pol.next = ResidencyPlan()
+    opener = threading.Timer(0.2, gate.open.set)        # the operation's own reads are gated too
+    opener.start()
+    try:
+        assert sw.reduce_sum(t).item() == 28.0
+    finally:
+        opener.join()
+    assert [first.wait()[i] for i in range(2)] == [0.0, 1.0]
+    assert [te.tile_state((k,)).location for k in range(4)] == ["primary"] * 4

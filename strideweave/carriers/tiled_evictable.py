@@ -549,11 +549,19 @@ class TiledEvictable(Carrier):
         st = self._st
         self._check_live()
         for k in range(st.N):
-            if k in st.writers:
+            if self._in_residency_request(k):
                 raise RuntimeError(self._busy_message(k) + " (a residency request)")
             if st.loc[k] == _INVALID:
                 raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
                                    "it holds no value")
+
+    def _in_residency_request(self, k: int) -> bool:
+        """Whether tile k is changed by a pending promote_async/evict_async
+        (lock held). A policy promotion of another projection, scatter or
+        operation is no conflict for readers: the tile stays readable where
+        it is until that request commits (a policy cannot define correctness)."""
+        w = self._st.writers.get(k)
+        return w is not None and isinstance(w.handle, AwaitResidency)
 
     def _busy_message(self, k: int) -> str:
         return (f"tile {_tile_coord(k, self._st.grid)} of this TiledEvictable is used by a pending tiled request; "
@@ -794,7 +802,7 @@ class TiledEvictable(Carrier):
         with st.lock:
             self._check_live()
             for k in ords:
-                if k in st.writers:
+                if self._in_residency_request(k):
                     raise RuntimeError(self._busy_message(k) + " (a residency request)")
             bad = [k for k in ords if st.loc[k] == _INVALID]
             if bad:
@@ -1030,7 +1038,7 @@ class TiledEvictable(Carrier):
         with st.lock:
             self._check_live()
             for k in ords:
-                if k in st.writers:
+                if self._in_residency_request(k):
                     raise RuntimeError(self._busy_message(k) + " (a residency request)")
             if reduction == "add":
                 bad = [k for k in ords if st.loc[k] == _INVALID]
