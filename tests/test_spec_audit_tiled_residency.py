@@ -396,3 +396,21 @@ def test_an_operation_reads_tiles_another_requests_policy_is_promoting(gate):
         opener.join()
     assert [first.wait()[i] for i in range(2)] == [0.0, 1.0]
     assert [te.tile_state((k,)).location for k in range(4)] == ["primary"] * 4
+
+
+def test_a_plan_promotes_a_tile_that_other_pending_work_is_reading(gate):
+    pol = SettablePolicy()
+    te = gated(policy=pol)
+    gate.open.set()
+    te.evict(TileSet([(0,), (1,)]))
+    rearm(gate)
+    t = full(te)
+    first = te.project(t, TileSelection([[0, 1]]))      # no plan: reads both from the secondary (gated)
+    assert gate.started.acquire(timeout=5)
+    pol.next = ResidencyPlan(promote=TileSet([(0,)]))
+    second = te.project(t, TileSelection([[0]]))
+    gate.open.set()
+    assert [second.wait()[i] for i in range(2)] == [0.0, 1.0]
+    assert [first.wait()[i] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]
+    assert te.tile_state((0,)) == TileState("primary", True, False)
+    assert te.tile_state((1,)) == TileState("secondary", True, False)

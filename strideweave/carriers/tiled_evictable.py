@@ -710,7 +710,9 @@ class TiledEvictable(Carrier):
         if plan is not None:
             for c in plan.promote.coordinates:
                 k = _encode(c, st.grid)
-                if k in st.writers or st.readers.get(k, 0) > (1 if k in req.reads else 0):
+                # A tile other pending work reads may be promoted: its value
+                # stays where they read it until this request commits.
+                if k in st.writers:
                     continue
                 if st.loc[k] in (_SECONDARY, _IMPLICIT):
                     out.append(k)
