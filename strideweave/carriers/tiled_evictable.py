@@ -738,7 +738,9 @@ class TiledEvictable(Carrier):
         return staged
 
     def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
-        """Evicts the plan's idle primary tiles now (lock held, owner access)."""
+        """Evicts the plan's idle primary tiles now (lock held, owner access);
+        one that other pending work reads or a pending plan retains is
+        deferred until that ends."""
         st = self._st
         if plan is None:
             return
