@@ -401,3 +401,12 @@ def test_an_empty_allocatable_destination_of_the_compute_class_grows_to_the_comp
     assert values(r) == [6.0, 7.0, 2.0, 3.0]
     r2 = te.project(t, TileSelection([[2]])).wait()   # default: fresh carrier of the compute class
     assert type(r2.carrier) is sw.FileBacked and values(r2) == [4.0, 5.0]
+
+
+def test_a_projection_into_a_given_destination_also_gets_the_gather_node():
+    te, t = ramp_tiled()
+    dest = sw.CPU(4)
+    r = te.project(t, TileSelection([[2, 0]]), dest).wait()
+    assert r.carrier is dest and r.autograd_ctx.inputs() == (t,)
+    sw.reduce_sum(r).backward()
+    assert values(t.grad) == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]

@@ -171,8 +171,10 @@ class TiledEvictable(Carrier):
         tile = _check_extent_tuple(tile_shape, "tile_shape")
         if residency_policy is not None and (isinstance(residency_policy, type) or not isinstance(
                 residency_policy, ResidencyPolicy) or not callable(getattr(residency_policy, "plan", None))):
+            what = (f"the class {residency_policy.__name__} (pass an instance)" if isinstance(residency_policy, type)
+                    else type(residency_policy).__name__)
             raise TypeError("TiledEvictable residency_policy must implement ResidencyPolicy "
-                            f"(plan(required, purpose)), not {type(residency_policy).__name__}")
+                            f"(plan(required, purpose)), not {what}")
         for name, tier in (("primary", primary), ("secondary", secondary)):
             if tier.is_released():
                 raise RuntimeError(f"TiledEvictable {name} {type(tier).__name__} carrier is released")
