@@ -139,6 +139,7 @@ def _after_fork_in_child() -> None:
         st.pending.clear()
         st.readers.clear()
         st.writers.clear()
+        st.retained.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -412,7 +413,11 @@ class _Request:
             try:
                 if error is None:
                     with _Access(st.tokens_all() + self.claims):
-                        result = self.commit()
+                        st.committing = self  # (its own reads do not defer its plan's evictions)
+                        try:
+                            result = self.commit()
+                        finally:
+                            st.committing = None
             except BaseException as e:
                 error = e
             finally:
@@ -455,6 +460,9 @@ class _State:
         self.readers: dict[int, int] = {}  # tile ordinal -> count of pending reading requests
         self.writers: dict[int, _Request] = {}  # tile ordinal -> the pending request changing its residency
         self.pending: set[_Request] = set()
+        self.committing: Optional[_Request] = None  # the request whose commit() is running (lock held)
+        self.deferred: set[int] = set()  # tiles a plan evicts once no pending request reads or retains them
+        self.retained: dict[int, int] = {}  # tile ordinal -> count of pending requests whose plan retains it
         self.released = False
         self.zeros: Optional[Carrier] = None
         # Per-tile primary storage: tile ordinal -> a private carrier of T

@@ -169,9 +169,12 @@ class TiledEvictable(Carrier):
             raise ValueError("TiledEvictable primary and secondary must be distinct carriers")
         grid = _check_extent_tuple(grid_shape, "grid_shape")
         tile = _check_extent_tuple(tile_shape, "tile_shape")
-        if residency_policy is not None and not isinstance(residency_policy, ResidencyPolicy):
+        if residency_policy is not None and (isinstance(residency_policy, type) or not isinstance(
+                residency_policy, ResidencyPolicy) or not callable(getattr(residency_policy, "plan", None))):
+            what = (f"the class {residency_policy.__name__} (pass an instance)" if isinstance(residency_policy, type)
+                    else type(residency_policy).__name__)
             raise TypeError("TiledEvictable residency_policy must implement ResidencyPolicy "
-                            f"(plan(required, purpose)), not {type(residency_policy).__name__}")
+                            f"(plan(required, purpose)), not {what}")
         for name, tier in (("primary", primary), ("secondary", secondary)):
             if tier.is_released():
                 raise RuntimeError(f"TiledEvictable {name} {type(tier).__name__} carrier is released")
@@ -356,6 +359,8 @@ class TiledEvictable(Carrier):
         access scope open on the carrier): tile buffers beyond the pool, and
         the slab once no tile lives there."""
         st = self._st
+        if st.deferred:
+            self._run_deferred_evictions()
         if st.pending:
             return  # their workers hold owner access to every claimed carrier: the last one reaps
         while st.doomed:
@@ -365,6 +370,25 @@ class TiledEvictable(Carrier):
                 buf._relinquish_ownership(entry[1])
             buf.release()
         self._maybe_free_slab()
+
+    def _run_deferred_evictions(self) -> None:
+        """Evicts the tiles a policy plan's eviction deferred (lock held,
+        outside owner access) once no pending request reads them; a failed
+        copy leaves its tile primary and dirty."""
+        st = self._st
+        for k in [k for k in st.deferred if not st.readers.get(k) and k not in st.writers and k not in st.retained]:
+            st.deferred.discard(k)
+            if st.released or st.loc[k] != _PRIMARY:
+                continue
+            try:
+                if st.dirty[k]:
+                    self._ensure_tier(_SECONDARY)
+                    with _Access(st.tokens_all()):
+                        self._evict_copy(k)
+            except Exception:
+                continue
+            st.loc[k], st.dirty[k] = _SECONDARY, False
+            self._leave_primary(k)
 
     def _leave_primary(self, k: int) -> None:
         """Tile k stopped being primary-resident (lock held): its tile buffer
@@ -527,11 +551,19 @@ class TiledEvictable(Carrier):
         st = self._st
         self._check_live()
         for k in range(st.N):
-            if k in st.writers:
+            if self._in_residency_request(k):
                 raise RuntimeError(self._busy_message(k) + " (a residency request)")
             if st.loc[k] == _INVALID:
                 raise RuntimeError(f"tile {_tile_coord(k, st.grid)} of this TiledEvictable is invalid: "
                                    "it holds no value")
+
+    def _in_residency_request(self, k: int) -> bool:
+        """Whether tile k is changed by a pending promote_async/evict_async
+        (lock held). A policy promotion of another projection, scatter or
+        operation is no conflict for readers: the tile stays readable where
+        it is until that request commits (a policy cannot define correctness)."""
+        w = self._st.writers.get(k)
+        return w is not None and isinstance(w.handle, AwaitResidency)
 
     def _busy_message(self, k: int) -> str:
         return (f"tile {_tile_coord(k, self._st.grid)} of this TiledEvictable is used by a pending tiled request; "
@@ -680,23 +712,51 @@ class TiledEvictable(Carrier):
         if plan is not None:
             for c in plan.promote.coordinates:
                 k = _encode(c, st.grid)
-                if k in st.writers or st.readers.get(k, 0) > (1 if k in req.reads else 0):
+                # A tile other pending work reads may be promoted: its value
+                # stays where they read it until this request commits.
+                if k in st.writers:
                     continue
                 if st.loc[k] in (_SECONDARY, _IMPLICIT):
                     out.append(k)
         for k in out:
             st.writers[k] = req
             req.writes.append(k)
-        return self._promotions(req, out)
+        staged = self._promotions(req, out)
+        if plan is not None and len(plan.retain):
+            # Retained tiles: no other plan evicts them before req is terminal
+            # (such an eviction is deferred, see _apply_plan_evictions).
+            kept = [_encode(c, st.grid) for c in plan.retain.coordinates]
+            for k in kept:
+                st.retained[k] = st.retained.get(k, 0) + 1
+
+            def unretain() -> None:
+                for k in kept:
+                    n = st.retained.get(k, 0) - 1
+                    if n > 0:
+                        st.retained[k] = n
+                    else:
+                        st.retained.pop(k, None)
+            req.finalizers.append(unretain)
+        return staged
 
     def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
-        """Evicts the plan's idle primary tiles now (lock held, owner access)."""
+        """Evicts the plan's idle primary tiles now (lock held, owner access);
+        one that other pending work reads or a pending plan retains is
+        deferred until that ends."""
         st = self._st
         if plan is None:
             return
+        # At its commit the request still counts as a reader of its own
+        # tiles; it no longer needs them, so they are evicted (spec).
+        own = set(st.committing.reads) if st.committing is not None else set()
         for c in plan.evict.coordinates:
             k = _encode(c, st.grid)
-            if k in keep or k in st.writers or st.readers.get(k) or st.loc[k] != _PRIMARY:
+            if k in keep or k in st.writers or st.loc[k] != _PRIMARY:
+                continue
+            if st.readers.get(k, 0) > (k in own) or k in st.retained:
+                # Live work still reads it, or a pending request's plan
+                # retains it: evicted once that ends (_after_request).
+                st.deferred.add(k)
                 continue
             if st.dirty[k]:
                 self._ensure_tier(_SECONDARY)
@@ -748,7 +808,7 @@ class TiledEvictable(Carrier):
         with st.lock:
             self._check_live()
             for k in ords:
-                if k in st.writers:
+                if self._in_residency_request(k):
                     raise RuntimeError(self._busy_message(k) + " (a residency request)")
             bad = [k for k in ords if st.loc[k] == _INVALID]
             if bad:
@@ -984,7 +1044,7 @@ class TiledEvictable(Carrier):
         with st.lock:
             self._check_live()
             for k in ords:
-                if k in st.writers:
+                if self._in_residency_request(k):
                     raise RuntimeError(self._busy_message(k) + " (a residency request)")
             if reduction == "add":
                 bad = [k for k in ords if st.loc[k] == _INVALID]
@@ -1003,10 +1063,16 @@ class TiledEvictable(Carrier):
                 st.readers[k] = st.readers.get(k, 0) + 1
             st.pending.add(req)
             locs = [st.loc[k] for k in ords]
+            try:
+                promo_spans, promo_commit = self._apply_plan_promotions(req, plan)
+            except BaseException:
+                self._abort(req)
+                raise
             want_grad = req.grad_mode and (compact.is_differentiable() or template.is_differentiable())
             out_tokens = ost.tokens_all()
 
             def commit() -> Tensor:
+                promo_commit()
                 for k in ords:
                     ost.loc[k], ost.dirty[k] = _PRIMARY, True
                 result = Tensor(out, 0, template.layout)
@@ -1035,6 +1101,7 @@ class TiledEvictable(Carrier):
                         _scatter_tile(geom, c, compact, j, oprim, k * st.T,
                                       tier if reduction == "add" else None, reduction == "add", tbase)
                 req.submit(job, compact.carrier, oprim)
+            req.submit_spans(promo_spans)
         req.seal()
         return handle
 

@@ -23,6 +23,14 @@ PyObject* BroadcastTo_forward(PyObject*, PyObject* args) {
   if (!PyArg_UnpackTuple(args, "broadcast_to", 2, 2, &t, &shape)) return nullptr;
   Operand a;
   if (view_operand(t, "broadcast_to", &a) < 0) return nullptr;
+  // The tiled spec accepts a raw TiledEvictable tensor only in add, mul,
+  // relu and reduce_sum; a view of it would not be tile-footprint compatible.
+  if (is_tiled_carrier(a.carrier)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "broadcast_to() does not take a TiledEvictable tensor (only add, mul, relu and reduce_sum take "
+                    "one directly): project() its tiles into a compact tensor first");
+    return nullptr;
+  }
   if (!PyObject_TypeCheck(shape, &Shape_Type)) {
     PyErr_Format(PyExc_TypeError, "broadcast_to() expects a Shape, not %.100s", Py_TYPE(shape)->tp_name);
     return nullptr;
