@@ -269,6 +269,9 @@ def test_dlpack_refusal_on_every_residency():
         with pytest.raises(BufferError, match="not supported") as e:
             tensor.__dlpack__()
         assert "TiledEvictable" in str(e.value)
+        # The way out it suggests is one that works: project() into CPU,
+        # not a public move (refused for TiledEvictable).
+        assert "project()" in str(e.value) and "CPU" in str(e.value) and "refused" in str(e.value)
         with pytest.raises(BufferError, match="TiledEvictable"):
             tensor.__dlpack_device__()
 

@@ -506,7 +506,8 @@ class TiledEvictable(Carrier):
 
     def dlpack_info(self) -> NoReturn:
         raise BufferError("DLPack is not supported for TiledEvictable carriers (tiles live on separate tiers); "
-                          "project() the tiles you need or move them to CPU")
+                          "project() the tiles you need into a CPU tensor and export that "
+                          "(a public move of a TiledEvictable tensor is refused)")
 
     def new_like(self, values: Iterable[Any], *, mutable: bool = True, dtype: Optional[DType] = None) -> TiledEvictable:
         """A fresh TiledEvictable of the same geometry and tier classes holding
