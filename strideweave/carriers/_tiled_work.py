@@ -298,7 +298,8 @@ class _Request:
             finally:
                 for transfer in transfers:
                     transfer.finished(ok)
-        self._queue(run_group, len(parts) * self.te._st.T * self.item_bytes if nbytes is None else nbytes)
+        self._queue(run_group if transfers else fn,
+                    len(parts) * self.te._st.T * self.item_bytes if nbytes is None else nbytes)
 
     def submit_spans(self, spans: List[Tuple[Carrier, int, Carrier, int, int]]) -> None:
         """Tile span copies (src, src_first, dst, dst_first, count): the
@@ -467,6 +468,7 @@ class _State:
         self.stages: List[Carrier] = []  # a kept staging carrier for projections into a caller's destination
         self.doomed: List[Carrier] = []  # freed tile buffers beyond the pool, released after the request
         self.geometry_cache: dict[Tuple[int, str], TileGeometry] = {}
+        self.dense_layouts: dict[Tuple[int, ...], Layout] = {}  # compact grid -> its dense Layout
         _live_states.add(self)
 
     def prim(self, k: int) -> Tuple[Carrier, int]:

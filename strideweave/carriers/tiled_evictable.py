@@ -296,6 +296,18 @@ class TiledEvictable(Carrier):
             st.geometry_cache[key] = g
         return g
 
+    def _dense_layout(self, cgrid: Tuple[int, ...]) -> Layout:
+        """canonical_layout(cgrid, tile_shape), kept per compact grid (a
+        Layout is an immutable value: results may share one)."""
+        st = self._st
+        lay = st.dense_layouts.get(cgrid)
+        if lay is None:
+            lay = canonical_layout(cgrid, st.tile)
+            if len(st.dense_layouts) > 64:
+                st.dense_layouts.clear()
+            st.dense_layouts[cgrid] = lay
+        return lay
+
     def _full_tensor_arg(self, tensor: object, what: str) -> TileGeometry:
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{what} must be a Tensor, not {type(tensor).__name__}")
@@ -742,7 +754,8 @@ class TiledEvictable(Carrier):
         need = len(coords) * st.T
         if destination is not None:
             self._destination_arg(destination, need)
-        plan = self._consult_policy(selection.tile_set, "projection")
+        # (the TileSet is built only for a policy to read)
+        plan = None if st.policy is None else self._consult_policy(selection.tile_set, "projection")
         ords = [_encode(c, st.grid) for c in coords]
         handle = _h.new_handle("projection")
         with st.lock:
@@ -788,7 +801,7 @@ class TiledEvictable(Carrier):
             except BaseException:
                 self._abort(req)
                 raise
-            dense = canonical_layout(cgrid, st.tile)
+            dense = self._dense_layout(cgrid)
             want_grad = req.grad_mode and tensor.is_differentiable()
 
             def commit() -> Tensor:
@@ -809,7 +822,8 @@ class TiledEvictable(Carrier):
 
             req.commit = commit
             live = [(j, c, src) for j, (c, src) in enumerate(zip(coords, sources)) if src is not None]
-            if live and all(geom.tile_is_canonical(c) and _native_pair(src[0], target) for _, c, src in live):
+            if live and (geom.canonical or all(geom.tile_is_canonical(c) for _, c, _s in live)) and all(
+                    _native_pair(tier, target) for tier in {id(src[0]): src[0] for _, _c, src in live}.values()):
                 # Every tile is a native span (the cold case: FileBacked ->
                 # CPU): one engine call reads them all into the compact
                 # target without the GIL, dealt to the cores.
@@ -979,7 +993,7 @@ class TiledEvictable(Carrier):
                              f"{expected!r}")
         coords = selection.coordinates
         ords = [_encode(c, st.grid) for c in coords]
-        plan = self._consult_policy(selection.tile_set, "scatter")
+        plan = None if st.policy is None else self._consult_policy(selection.tile_set, "scatter")
         handle = _h.new_handle("move")
         with st.lock:
             self._check_live()
