@@ -61,7 +61,7 @@ class _TileReader:
 
             def commit() -> None:
                 promo_commit()
-                te._apply_plan_evictions(plan, set())
+                te._apply_plan_evictions(plan)
                 if not self.ok:  # close(False): the operation failed, nothing to publish
                     raise _Failed()
 

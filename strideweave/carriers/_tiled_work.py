@@ -86,8 +86,10 @@ class _QueuedJob:
 def _run_queued(job: _QueuedJob) -> None:
     """A worker's turn: runs job unless a waiter took it."""
     req = job.req
-    fn = req._claim(job) if req is not None else None
-    if req is not None and fn is not None:
+    if req is None:  # (a waiter took it: cleared under the request's lock, read under the GIL)
+        return
+    fn = req._claim(job)
+    if fn is not None:
         req._run(fn)
 
 

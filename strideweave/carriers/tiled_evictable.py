@@ -142,6 +142,10 @@ def _p_write(c: TiledEvictable, i: int, value: Any) -> None:
     c._write_slot(i, value)
 
 
+def _nothing() -> None:
+    pass
+
+
 class TiledEvictable(Carrier):
     """A carrier of ``prod(grid_shape) * prod(tile_shape)`` slots split into
     tiles that are independently resident on ``primary`` or ``secondary``.
@@ -687,6 +691,8 @@ class TiledEvictable(Carrier):
     def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> Tuple[List[Any], Any]:
         """Adds the plan's promotions of idle tiles to req (lock held):
         (transfer spans, commit function) as _promotions gives them."""
+        if plan is None or not len(plan.promote):
+            return [], _nothing  # (no staging, no finalizer: the common request without a policy)
         st = self._st
         out = []
         if plan is not None:
@@ -701,7 +707,7 @@ class TiledEvictable(Carrier):
             req.writes.append(k)
         return self._promotions(req, out)
 
-    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
+    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: Iterable[int] = ()) -> None:
         """Evicts the plan's idle primary tiles now (lock held, owner access)."""
         st = self._st
         if plan is None:
@@ -806,7 +812,7 @@ class TiledEvictable(Carrier):
 
             def commit() -> Tensor:
                 promo_commit()
-                self._apply_plan_evictions(plan, set())
+                self._apply_plan_evictions(plan)
                 if not fresh:
                     _route_copy(target, 0, dest, 0, need)
                 result = Tensor(dest, 0, dense)
@@ -840,7 +846,8 @@ class TiledEvictable(Carrier):
                              None if geom.tile_is_canonical(c) else ElementwiseMoveOperation))
             for fn, job_src, job_dst, impl in jobs:
                 req.submit(fn, job_src, job_dst, impl)
-            req.submit_spans(promo_spans)
+            if promo_spans:
+                req.submit_spans(promo_spans)
         req.seal()
         return handle
 
@@ -891,7 +898,7 @@ class TiledEvictable(Carrier):
 
             def commit() -> Tensor:
                 promo_commit()
-                self._apply_plan_evictions(plan, set())
+                self._apply_plan_evictions(plan)
                 return Tensor(dest, 0, tensor.layout)
 
             req.commit = commit
@@ -1027,7 +1034,7 @@ class TiledEvictable(Carrier):
                 # One visible value-version step for the whole scatter.
                 i0 = ords[0] * st.T
                 out[i0] = out[i0]
-                self._apply_plan_evictions(plan, set())
+                self._apply_plan_evictions(plan)
                 if want_grad:
                     node = _ScatterOperation(self, selection, geom, reduction, result)
                     prev = is_grad_enabled()
