@@ -471,6 +471,7 @@ class _State:
         self.doomed: List[Carrier] = []  # freed tile buffers beyond the pool, released after the request
         self.geometry_cache: dict[Tuple[int, str], TileGeometry] = {}
         self.dense_layouts: dict[Tuple[int, ...], Layout] = {}  # compact grid -> its dense Layout
+        self.last_geometry: Optional[Tuple[Layout, int, TileGeometry]] = None  # the last Layout checked
         _live_states.add(self)
 
     def prim(self, k: int) -> Tuple[Carrier, int]:

@@ -291,13 +291,18 @@ class TiledEvictable(Carrier):
 
     def _geometry(self, tensor: Tensor) -> TileGeometry:
         st = self._st
-        key = (tensor.offset, repr(tensor.layout))
+        lay, off = tensor.layout, tensor.offset
+        last = st.last_geometry
+        if last is not None and last[0] is lay and last[1] == off:
+            return last[2]  # the same Layout object again (a Tensor keeps its own): no key to build
+        key = (off, repr(lay))
         g = st.geometry_cache.get(key)
         if g is None:
-            g = TileGeometry(tensor.layout, tensor.offset, st.grid, st.tile)
+            g = TileGeometry(lay, off, st.grid, st.tile)
             if len(st.geometry_cache) > 64:
                 st.geometry_cache.clear()
             st.geometry_cache[key] = g
+        st.last_geometry = (lay, off, g)  # (a Layout refers to nothing: no cycle)
         return g
 
     def _dense_layout(self, cgrid: Tuple[int, ...]) -> Layout:
