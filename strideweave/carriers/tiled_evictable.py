@@ -882,8 +882,8 @@ class TiledEvictable(Carrier):
             raise ValueError(f"_operand() purpose must be 'operation' or 'backward', not {purpose!r}")
         self._full_tensor_arg(tensor, "operand")
         st = self._st
-        everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = self._consult_policy(everything, purpose)
+        plan = None if st.policy is None else self._consult_policy(
+            TileSet(_tile_coord(k, st.grid) for k in range(st.N)), purpose)  # (built only for a policy)
         handle = _h.new_handle("projection")
         with st.lock:
             self._check_all_readable()
