@@ -347,13 +347,13 @@ class _Request:
         fails the request with it, as any exception of a job does."""
         budget = _WAITER_BYTES
         while True:
-            with self.lock:
-                job = self.queued[0] if self.queued else None
-            if job is None or job.nbytes > budget:
-                return
+            with self.lock:  # (taking the first queued job is _claim's removal, in one lock round)
+                if not self.queued or self.queued[0].nbytes > budget:
+                    return
+                job = self.queued.pop(0)
+                fn, job.fn, job.req = job.fn, None, None
             budget -= job.nbytes
-            fn = self._claim(job)
-            if fn is not None:  # else a worker took it meanwhile: the next one
+            if fn is not None:
                 self._run(fn)
 
     def _run(self, fn: Callable[[], None]) -> None:

@@ -816,8 +816,9 @@ class TiledEvictable(Carrier):
             want_grad = req.grad_mode and tensor.is_differentiable()
 
             def commit() -> Tensor:
-                promo_commit()
-                self._apply_plan_evictions(plan)
+                if plan is not None:
+                    promo_commit()
+                    self._apply_plan_evictions(plan)
                 if not fresh:
                     _route_copy(target, 0, dest, 0, need)
                 result = Tensor(dest, 0, dense)
