@@ -60,12 +60,31 @@ class _Pool:
             threading.Thread(target=self._loop, name=f"strideweave-tiled-{n}", daemon=True).start()
 
     def _loop(self) -> None:
+        _disfavour_wakeups()
         while True:
             fn, arg = self.q.get()
             fn(arg)
 
     def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
         self.q.put((fn, arg))
+
+
+def _disfavour_wakeups() -> None:
+    """Puts the calling worker thread under SCHED_BATCH where the platform
+    has it (Linux; an unprivileged thread may): the same CPU share, but its
+    wake-up does not preempt the thread that woke it. A projection wakes a
+    worker and then usually runs the job itself in wait(); on a loaded
+    machine the woken worker used to preempt that thread inside project()
+    (measured: project() p90 2-5 ms against 0.1 ms under SCHED_BATCH).
+    Elsewhere, or when refused, the thread keeps its policy."""
+    setter = getattr(os, "sched_setscheduler", None)
+    batch = getattr(os, "SCHED_BATCH", None)
+    if setter is None or batch is None:
+        return
+    try:
+        setter(0, batch, os.sched_param(0))
+    except OSError:
+        pass
 
 
 class _QueuedJob:
