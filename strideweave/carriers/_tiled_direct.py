@@ -37,8 +37,8 @@ class _TileReader:
             raise ValueError(f"_tile_reader() purpose must be 'operation' or 'backward', not {purpose!r}")
         te._check_live()
         st = te._st
-        everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = te._consult_policy(everything, purpose)
+        plan = None if st.policy is None else te._consult_policy(
+            TileSet(_tile_coord(k, st.grid) for k in range(st.N)), purpose)  # (built only for a policy)
         handle = _h.new_handle("projection")
         self.te = te
         self.stage: Optional[Carrier] = None
@@ -61,7 +61,7 @@ class _TileReader:
 
             def commit() -> None:
                 promo_commit()
-                te._apply_plan_evictions(plan, set())
+                te._apply_plan_evictions(plan)
                 if not self.ok:  # close(False): the operation failed, nothing to publish
                     raise _Failed()
 

@@ -142,6 +142,10 @@ def _p_write(c: TiledEvictable, i: int, value: Any) -> None:
     c._write_slot(i, value)
 
 
+def _nothing() -> None:
+    pass
+
+
 class TiledEvictable(Carrier):
     """A carrier of ``prod(grid_shape) * prod(tile_shape)`` slots split into
     tiles that are independently resident on ``primary`` or ``secondary``.
@@ -290,14 +294,31 @@ class TiledEvictable(Carrier):
 
     def _geometry(self, tensor: Tensor) -> TileGeometry:
         st = self._st
-        key = (tensor.offset, repr(tensor.layout))
+        lay, off = tensor.layout, tensor.offset
+        last = st.last_geometry
+        if last is not None and last[0] is lay and last[1] == off:
+            return last[2]  # the same Layout object again (a Tensor keeps its own): no key to build
+        key = (off, repr(lay))
         g = st.geometry_cache.get(key)
         if g is None:
-            g = TileGeometry(tensor.layout, tensor.offset, st.grid, st.tile)
+            g = TileGeometry(lay, off, st.grid, st.tile)
             if len(st.geometry_cache) > 64:
                 st.geometry_cache.clear()
             st.geometry_cache[key] = g
+        st.last_geometry = (lay, off, g)  # (a Layout refers to nothing: no cycle)
         return g
+
+    def _dense_layout(self, cgrid: Tuple[int, ...]) -> Layout:
+        """canonical_layout(cgrid, tile_shape), kept per compact grid (a
+        Layout is an immutable value: results may share one)."""
+        st = self._st
+        lay = st.dense_layouts.get(cgrid)
+        if lay is None:
+            lay = canonical_layout(cgrid, st.tile)
+            if len(st.dense_layouts) > 64:
+                st.dense_layouts.clear()
+            st.dense_layouts[cgrid] = lay
+        return lay
 
     def _full_tensor_arg(self, tensor: object, what: str) -> TileGeometry:
         if not isinstance(tensor, Tensor):
@@ -708,9 +729,11 @@ class TiledEvictable(Carrier):
     def _apply_plan_promotions(self, req: _Request, plan: Optional[ResidencyPlan]) -> Tuple[List[Any], Any]:
         """Adds the plan's promotions of idle tiles to req (lock held):
         (transfer spans, commit function) as _promotions gives them."""
+        if plan is None or (not len(plan.promote) and not len(plan.retain)):
+            return [], _nothing  # (no staging, no finalizer: the common request without a policy)
         st = self._st
         out = []
-        if plan is not None:
+        if len(plan.promote):
             for c in plan.promote.coordinates:
                 k = _encode(c, st.grid)
                 # A tile other pending work reads may be promoted: its value
@@ -740,7 +763,7 @@ class TiledEvictable(Carrier):
             req.finalizers.append(unretain)
         return staged
 
-    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: set[int]) -> None:
+    def _apply_plan_evictions(self, plan: Optional[ResidencyPlan], keep: Iterable[int] = ()) -> None:
         """Evicts the plan's idle primary tiles now (lock held, owner access);
         one that other pending work reads or a pending plan retains is
         deferred until that ends."""
@@ -803,7 +826,8 @@ class TiledEvictable(Carrier):
         need = len(coords) * st.T
         if destination is not None:
             self._destination_arg(destination, need)
-        plan = self._consult_policy(selection.tile_set, "projection")
+        # (the TileSet is built only for a policy to read)
+        plan = None if st.policy is None else self._consult_policy(selection.tile_set, "projection")
         ords = [_encode(c, st.grid) for c in coords]
         handle = _h.new_handle("projection")
         with st.lock:
@@ -849,12 +873,13 @@ class TiledEvictable(Carrier):
             except BaseException:
                 self._abort(req)
                 raise
-            dense = canonical_layout(cgrid, st.tile)
+            dense = self._dense_layout(cgrid)
             want_grad = req.grad_mode and tensor.is_differentiable()
 
             def commit() -> Tensor:
-                promo_commit()
-                self._apply_plan_evictions(plan, set())
+                if plan is not None:
+                    promo_commit()
+                    self._apply_plan_evictions(plan)
                 if not fresh:
                     _route_copy(target, 0, dest, 0, need)
                 result = Tensor(dest, 0, dense)
@@ -870,7 +895,8 @@ class TiledEvictable(Carrier):
 
             req.commit = commit
             live = [(j, c, src) for j, (c, src) in enumerate(zip(coords, sources)) if src is not None]
-            if live and all(geom.tile_is_canonical(c) and _native_pair(src[0], target) for _, c, src in live):
+            if live and (geom.canonical or all(geom.tile_is_canonical(c) for _, c, _s in live)) and all(
+                    _native_pair(tier, target) for tier in {id(src[0]): src[0] for _, _c, src in live}.values()):
                 # Every tile is a native span (the cold case: FileBacked ->
                 # CPU): one engine call reads them all into the compact
                 # target without the GIL, dealt to the cores.
@@ -887,7 +913,8 @@ class TiledEvictable(Carrier):
                              None if geom.tile_is_canonical(c) else ElementwiseMoveOperation))
             for fn, job_src, job_dst, impl in jobs:
                 req.submit(fn, job_src, job_dst, impl)
-            req.submit_spans(promo_spans)
+            if promo_spans:
+                req.submit_spans(promo_spans)
         req.seal()
         return handle
 
@@ -917,8 +944,8 @@ class TiledEvictable(Carrier):
             raise ValueError(f"_operand() purpose must be 'operation' or 'backward', not {purpose!r}")
         self._full_tensor_arg(tensor, "operand")
         st = self._st
-        everything = TileSet(_tile_coord(k, st.grid) for k in range(st.N))
-        plan = self._consult_policy(everything, purpose)
+        plan = None if st.policy is None else self._consult_policy(
+            TileSet(_tile_coord(k, st.grid) for k in range(st.N)), purpose)  # (built only for a policy)
         handle = _h.new_handle("projection")
         with st.lock:
             self._check_all_readable()
@@ -938,7 +965,7 @@ class TiledEvictable(Carrier):
 
             def commit() -> Tensor:
                 promo_commit()
-                self._apply_plan_evictions(plan, set())
+                self._apply_plan_evictions(plan)
                 return Tensor(dest, 0, tensor.layout)
 
             req.commit = commit
@@ -1040,7 +1067,7 @@ class TiledEvictable(Carrier):
                              f"{expected!r}")
         coords = selection.coordinates
         ords = [_encode(c, st.grid) for c in coords]
-        plan = self._consult_policy(selection.tile_set, "scatter")
+        plan = None if st.policy is None else self._consult_policy(selection.tile_set, "scatter")
         handle = _h.new_handle("move")
         with st.lock:
             self._check_live()
@@ -1080,7 +1107,7 @@ class TiledEvictable(Carrier):
                 # One visible value-version step for the whole scatter.
                 i0 = ords[0] * st.T
                 out[i0] = out[i0]
-                self._apply_plan_evictions(plan, set())
+                self._apply_plan_evictions(plan)
                 if want_grad:
                     node = _ScatterOperation(self, selection, geom, reduction, result)
                     prev = is_grad_enabled()
