@@ -171,13 +171,50 @@ def sweep_rows(add, quick=False, gib=False):
                 for k, f in enumerate(fs):
                     fs[k] = sw.move(f, sw.CPU(n, empty=True))  # the FileBacked source is freed untimed
 
+            # Three NumPy baselines, so nothing is hidden:
+            # - "one hot file": fromfile rereads one file `number` times,
+            #   cache-hot, and drops each array at once (the row's old form);
+            # - "distinct files": fromfile reads `number` distinct files
+            #   written just before, as the move reads `number` distinct
+            #   FileBacked sources, and keeps its arrays as the move keeps
+            #   its results (freed untimed, as in the CPU->CPU row): like
+            #   with like;
+            # - "+ os.remove": the same, removing each file after its read,
+            #   as a move releases its source and a released FileBacked's
+            #   file is removed (API.md): the same work.
             def read_np(_):
                 for _ in range(number):
                     np.fromfile(path, dtype=np.float32)
 
+            def np_files_prep(k):
+                paths = [os.path.join(tmpdir, f"r{i}.bin") for i in range(k)]
+                for p in paths:
+                    # Created afresh, as a FileBacked's file is: rewriting a
+                    # file in place (O_TRUNC) makes ext4 start its writeback
+                    # at close, and a later remove waits for that.
+                    if os.path.exists(p):
+                        os.remove(p)
+                    a.tofile(p)
+                return paths, []
+
+            def np_files_read(state):
+                paths, keep = state
+                for p in paths:
+                    keep.append(np.fromfile(p, dtype=np.float32))
+
+            def np_files_read_remove(state):
+                paths, keep = state
+                for p in paths:
+                    keep.append(np.fromfile(p, dtype=np.float32))
+                    os.remove(p)
+
             a.tofile(path)
-            r = interleaved({"sw": (read_prep, read_ours), "np": (lambda k: None, read_np)}, number, samples)
-            add(f"move FileBacked->CPU {label} (vs fromfile)", r["sw"], r["np"], None)
+            r = interleaved({"sw": (read_prep, read_ours), "np": (lambda k: None, read_np),
+                             "np_files": (np_files_prep, np_files_read),
+                             "np_remove": (np_files_prep, np_files_read_remove)}, number, samples)
+            add(f"move FileBacked->CPU {label} (vs fromfile, one hot file)", r["sw"], r["np"], None)
+            add(f"move FileBacked->CPU {label} (vs fromfile, distinct files)", r["sw"], r["np_files"], None)
+            add(f"move FileBacked->CPU {label} (vs fromfile + os.remove)", r["sw"], r["np_remove"], None)
             del a, x
     finally:
         for name in os.listdir(tmpdir):
