@@ -1,0 +1,132 @@
+// Closing file descriptors on one background thread (see fd_closer.hpp).
+#include "fd_closer.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sw {
+
+namespace {
+
+struct Pending {
+  int fd;
+  int64_t bytes;
+};
+
+struct Closer {
+  std::mutex m;
+  std::condition_variable work;  // the thread waits here for descriptors
+  std::condition_variable done;  // wait_background_closes() waits here
+  std::vector<Pending> queue;    // everything below is guarded by m
+  int64_t queued_bytes = 0;
+  bool started = false;
+  bool sleeping = false;          // the thread waits on `work`
+  unsigned long long handed = 0;  // descriptors queued, ever
+  unsigned long long closed = 0;  // of those, closed
+};
+
+Closer* closer();
+
+void run(Closer* c) {
+#ifdef SCHED_BATCH
+  sched_param sp{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);  // advisory
+#endif
+  std::vector<Pending> batch;
+  std::unique_lock<std::mutex> lk(c->m);
+  for (;;) {
+    while (c->queue.empty()) {
+      c->sleeping = true;
+      c->work.wait(lk);
+      c->sleeping = false;
+    }
+    batch.swap(c->queue);
+    lk.unlock();
+    int64_t bytes = 0;
+    for (const Pending& p : batch) {
+      ::close(p.fd);  // no EINTR retry: on Linux the descriptor is gone either way
+      bytes += p.bytes;
+    }
+    const size_t n = batch.size();
+    batch.clear();
+    lk.lock();
+    c->queued_bytes -= bytes;
+    c->closed += n;
+    c->done.notify_all();
+  }
+}
+
+void lock_for_fork() { closer()->m.lock(); }
+void unlock_in_parent() { closer()->m.unlock(); }
+void reset_in_child() {
+  // The parent's thread does not exist here; the queued descriptors are
+  // this child's copies: close them so the child does not keep the
+  // parent's removed files alive.
+  Closer* c = closer();
+  for (const Pending& p : c->queue) ::close(p.fd);
+  c->closed += c->queue.size();
+  c->queue.clear();
+  c->queued_bytes = 0;
+  c->started = false;
+  c->sleeping = false;
+  c->m.unlock();
+}
+
+// Never destroyed: the detached thread may outlive static destruction.
+Closer* closer() {
+  static Closer* c = [] {
+    auto* fresh = new Closer;
+    pthread_atfork(lock_for_fork, unlock_in_parent, reset_in_child);
+    return fresh;
+  }();
+  return c;
+}
+
+}  // namespace
+
+void close_in_background(int fd, int64_t bytes) noexcept {
+  if (fd < 0) return;
+  Closer* c = closer();
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lk(c->m);
+    const bool room = c->queue.empty() ||
+                      (c->queue.size() < kMaxPendingCloses && c->queued_bytes + bytes <= kMaxPendingCloseBytes);
+    if (room && !c->started) {
+      try {
+        std::thread(run, c).detach();
+        c->started = true;
+      } catch (...) {
+        // No thread: this one closes.
+      }
+    }
+    if (room && c->started) {
+      try {
+        c->queue.push_back(Pending{fd, bytes});
+        c->queued_bytes += bytes;
+        ++c->handed;
+        wake = c->sleeping;
+        fd = -1;
+      } catch (...) {
+        // No memory for the queue: this thread closes.
+      }
+    }
+  }
+  if (wake) c->work.notify_one();
+  if (fd >= 0) ::close(fd);
+}
+
+void wait_background_closes() noexcept {
+  Closer* c = closer();
+  std::unique_lock<std::mutex> lk(c->m);
+  const unsigned long long target = c->handed;
+  c->done.wait(lk, [&] { return c->closed >= target; });
+}
+
+}  // namespace sw
