@@ -38,9 +38,9 @@ Cases
               the caches the call runs from);
               CPU->FileBacked vs ndarray.tofile and FileBacked->CPU vs
               np.fromfile three ways (one hot file reread; `number` distinct
-              fresh files, arrays kept as the move keeps its results; the
-              same plus os.remove, the work a move releasing its source
-              does); then the DLPack rows with torch as a third column
+              fresh files, both sides dropping each result; the same plus
+              os.remove, the work a move releasing its source does); then
+              the DLPack rows with torch as a third column
               and tvm_ffi.from_dlpack(t) (the C exchange API) vs
               np.from_dlpack(t) and vs tvm_ffi.from_dlpack on a torch tensor
   tensorstore (--tensorstore, or --only-tensorstore) CPU->TensorStoreCarrier
