@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace sw {
 
@@ -32,11 +32,12 @@ struct Closer {
   std::mutex m;
   std::condition_variable work;  // the thread waits here for descriptors
   std::condition_variable done;  // wait_background_closes() waits here
-  std::vector<Pending> queue;    // everything below is guarded by m
+  std::deque<Pending> queue;     // everything below is guarded by m
   int64_t queued_bytes = 0;
   bool started = false;
   bool sleeping = false;          // the thread waits on `work` for a first descriptor
   bool lingering = false;         // ... or for a batch to gather
+  bool held = false;              // hold_background_closes(true)
   unsigned long long handed = 0;  // descriptors queued, ever
   unsigned long long closed = 0;  // of those, closed
   bool full() const { return queue.size() >= kBatchCloses || queued_bytes >= kBatchBytes; }
@@ -49,10 +50,9 @@ void run(Closer* c) {
   sched_param sp{};
   pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);  // advisory
 #endif
-  std::vector<Pending> batch;
   std::unique_lock<std::mutex> lk(c->m);
   for (;;) {
-    while (c->queue.empty()) {
+    while (c->queue.empty() || c->held) {
       c->sleeping = true;
       c->work.wait(lk);
       c->sleeping = false;
@@ -60,19 +60,20 @@ void run(Closer* c) {
     c->lingering = true;
     c->work.wait_for(lk, kLinger, [c] { return c->full(); });
     c->lingering = false;
-    batch.swap(c->queue);
-    lk.unlock();
-    int64_t bytes = 0;
-    for (const Pending& p : batch) {
+    if (c->held) continue;
+    // One at a time, each taken off the queue under the lock: a fork then
+    // finds every descriptor either queued (the child closes its copy) or
+    // the one being closed right now.
+    while (!c->queue.empty() && !c->held) {
+      const Pending p = c->queue.front();
+      c->queue.pop_front();
+      lk.unlock();
       ::close(p.fd);  // no EINTR retry: on Linux the descriptor is gone either way
-      bytes += p.bytes;
+      lk.lock();
+      c->queued_bytes -= p.bytes;
+      ++c->closed;
+      c->done.notify_all();
     }
-    const size_t n = batch.size();
-    batch.clear();
-    lk.lock();
-    c->queued_bytes -= bytes;
-    c->closed += n;
-    c->done.notify_all();
   }
 }
 
@@ -89,6 +90,8 @@ void reset_in_child() {
   c->queued_bytes = 0;
   c->started = false;
   c->sleeping = false;
+  c->lingering = false;
+  c->held = false;
   c->m.unlock();
 }
 
@@ -134,6 +137,15 @@ void close_in_background(int fd, int64_t bytes) noexcept {
   }
   if (wake) c->work.notify_one();
   if (fd >= 0) ::close(fd);
+}
+
+void hold_background_closes(bool hold) noexcept {
+  Closer* c = closer();
+  {
+    std::lock_guard<std::mutex> lk(c->m);
+    c->held = hold;
+  }
+  c->work.notify_one();
 }
 
 void wait_background_closes() noexcept {

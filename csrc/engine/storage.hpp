@@ -99,8 +99,9 @@ constexpr size_t kReuseLargeBytes = size_t(32) << 20;
 
 // A removed file of at least this many bytes is closed on the background
 // closer (fd_closer.hpp, see FileStorage::close_and_unlink); smaller ones on
-// the calling thread. Measured on ext4: from 64 KiB the deferred close saves
-// the caller a third of a File->CPU move; at 4 KiB it saves nothing.
+// the calling thread. Measured on ext4 (2 shared cores): from 64 KiB the
+// deferred close takes a fifth to a third off a File->CPU move; at 4 KiB it
+// saves nothing.
 constexpr int64_t kDeferredCloseBytes = int64_t(64) << 10;
 
 // Slots in a binary file. Throws std::system_error on I/O failure.

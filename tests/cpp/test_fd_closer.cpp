@@ -1,6 +1,7 @@
 // The background closer (fd_closer.hpp): every descriptor handed over is
-// closed, in a burst past the queue bounds too, and a forked child (where
-// the parent's thread does not exist) starts a closer of its own.
+// closed, in a burst past the queue bounds too; a forked child (where the
+// parent's thread does not exist) closes its copies of the queued
+// descriptors and starts a closer of its own.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -65,4 +66,39 @@ TEST(FdCloser, AForkedChildHasItsOwnCloser) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's descriptor was not closed";
+}
+
+TEST(FdCloser, AForkedChildClosesItsCopiesOfQueuedDescriptors) {
+  const int fd = open_null();
+  ASSERT_GE(fd, 0);
+  sw::hold_background_closes(true);
+  sw::close_in_background(fd, 4096);
+  ASSERT_TRUE(fd_open(fd)) << "held: the closer must not have taken it";
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(fd_open(fd) ? 1 : 0);
+  sw::hold_background_closes(false);
+  ASSERT_GE(pid, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child kept its copy of a queued descriptor";
+  sw::wait_background_closes();
+  EXPECT_FALSE(fd_open(fd));
+}
+
+TEST(FdCloser, WhileHeldTheBoundSendsTheOverflowBackToTheCaller) {
+  std::vector<int> fds;
+  for (size_t k = 0; k < sw::kMaxPendingCloses + 8; ++k) {
+    const int fd = open_null();
+    ASSERT_GE(fd, 0);
+    fds.push_back(fd);
+  }
+  sw::hold_background_closes(true);
+  for (int fd : fds) sw::close_in_background(fd, 0);
+  size_t still_open = 0;
+  for (int fd : fds) still_open += fd_open(fd) ? 1 : 0;
+  sw::hold_background_closes(false);
+  EXPECT_EQ(still_open, sw::kMaxPendingCloses) << "the queue holds exactly its bound; the rest closed inline";
+  sw::wait_background_closes();
+  for (int fd : fds) EXPECT_FALSE(fd_open(fd)) << fd;
 }
