@@ -85,8 +85,8 @@ void reset_in_child() {
   // parent's removed files alive.
   Closer* c = closer();
   for (const Pending& p : c->queue) ::close(p.fd);
-  c->closed += c->queue.size();
   c->queue.clear();
+  c->closed = c->handed;  // the one in flight at the fork too: nothing is left to wait for
   c->queued_bytes = 0;
   c->started = false;
   c->sleeping = false;
