@@ -37,7 +37,10 @@ Cases
               (hot, and timed right after the same preparation, which evicts
               the caches the call runs from);
               CPU->FileBacked vs ndarray.tofile and FileBacked->CPU vs
-              np.fromfile; then the DLPack rows with torch as a third column
+              np.fromfile three ways (one hot file reread; `number` distinct
+              fresh files, both sides dropping each result; the same plus
+              os.remove, the work a move releasing its source does); then
+              the DLPack rows with torch as a third column
               and tvm_ffi.from_dlpack(t) (the C exchange API) vs
               np.from_dlpack(t) and vs tvm_ffi.from_dlpack on a torch tensor
   tensorstore (--tensorstore, or --only-tensorstore) CPU->TensorStoreCarrier

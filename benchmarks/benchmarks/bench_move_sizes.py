@@ -4,7 +4,9 @@
     CPU -> CPU          blocking move into a fresh CPU(n, empty=True), vs
                         np.copyto into a fresh np.empty and torch clone()
     move_async return   the return time alone (the copy is waited for after)
-    CPU <-> FileBacked  vs ndarray.tofile / np.fromfile
+    CPU <-> FileBacked  vs ndarray.tofile / np.fromfile (and fromfile plus
+                        removing the file, the work a move releasing a
+                        FileBacked source does)
     DLPack exchange     tvm_ffi.from_dlpack(t) (the C exchange API) vs
                         np.from_dlpack(t) and tvm_ffi.from_dlpack(torch)
 
@@ -91,7 +93,8 @@ class FileSizes:
         self.a.tofile(self.path)
 
     def teardown(self, nbytes):
-        os.unlink(self.path)
+        if os.path.exists(self.path):  # time_numpy_fromfile_remove removed it
+            os.unlink(self.path)
 
     def time_move_cpu_to_filebacked(self, nbytes):
         self.out = sw.move(self.t, sw.FileBacked(dtype=F32))
@@ -104,6 +107,12 @@ class FileSizes:
 
     def time_numpy_fromfile(self, nbytes):
         self.out = np.fromfile(self.path, dtype=np.float32)
+
+    def time_numpy_fromfile_remove(self, nbytes):
+        # The work a FileBacked->CPU move does: a move releases its source,
+        # and a released FileBacked's file is removed.
+        self.out = np.fromfile(self.path, dtype=np.float32)
+        os.unlink(self.path)
 
 
 class ExchangeApi:

@@ -16,7 +16,7 @@
 #include <new>
 #include <system_error>
 
-#include "executor.hpp"
+#include "fd_closer.hpp"
 
 namespace sw {
 
@@ -148,16 +148,6 @@ ReuseCache& reuse_cache(size_t padded) {
     return c;
   }();
   return padded > kReuseCacheBytes ? caches->large : caches->small;
-}
-
-// Closes fd on a worker (on this thread when no worker can take it).
-void close_later(int fd) noexcept {
-  try {
-    submit([fd] { ::close(fd); });
-    return;
-  } catch (...) {
-  }
-  ::close(fd);
 }
 
 [[noreturn]] void throw_errno(int err, const std::string& what) {
@@ -380,22 +370,21 @@ void FileStorage::write(int64_t offset, const void* src, int64_t n) {
 
 void FileStorage::close_and_unlink() {
   if (fd_ >= 0 && bytes_ >= kDeferredCloseBytes) {
-    // A large file: the name goes now (the open descriptor keeps the inode),
-    // and the close, which frees its blocks and page cache at a cost that
-    // grows with its size (milliseconds from tens of MiB), runs on a worker.
-    // The file is gone from the file system when this returns.
+    // The name goes now (the open descriptor keeps the inode), so the file
+    // is gone from the file system when this returns; the last close, which
+    // frees its page cache and blocks at a cost that grows with its size,
+    // runs on the background closer (fd_closer.hpp).
     if (!path_.empty()) ::unlink(path_.c_str());
     path_.clear();
-    close_later(fd_);
+    close_in_background(fd_, bytes_);
     fd_ = -1;
     bytes_ = 0;
     return;
   }
-  // Closed first, then removed: with no descriptor left the unlink frees the
-  // inode at once (removing an open file puts it on ext4's orphan list, one
-  // more journal update). Below kDeferredCloseBytes that teardown costs less
-  // than a hand-off, and a burst of worker closes was measured to contend
-  // with the next move's unlink for the journal.
+  // A small file: closed first, then removed, so the unlink frees the inode
+  // at once (removing an open file puts it on ext4's orphan list, one more
+  // journal update). Below kDeferredCloseBytes that teardown costs less than
+  // the hand-off.
   if (fd_ >= 0) {
     ::close(fd_);  // no EINTR retry: on Linux the descriptor is gone either way
     fd_ = -1;

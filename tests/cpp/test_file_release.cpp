@@ -1,7 +1,7 @@
 // FileStorage::close_and_unlink: the file is gone from the file system when
 // the call returns, whatever its size; its descriptor is closed by then too,
-// except a file of kDeferredCloseBytes up, whose descriptor a worker closes
-// shortly after.
+// except a file of kDeferredCloseBytes up, whose descriptor the background
+// closer (fd_closer.hpp) closes shortly after.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "fd_closer.hpp"
 #include "storage.hpp"
 
 namespace {
@@ -72,18 +73,35 @@ TEST(FileRelease, SmallFileIsRemovedAndClosedAtOnce) {
   EXPECT_EQ(f.bytes(), 0);
 }
 
-TEST(FileRelease, LargeFileIsRemovedAndClosedAtOnce) {
+TEST(FileRelease, FileJustBelowTheDeferralIsRemovedAndClosedAtOnce) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
-  const std::string p = dir.file("large.bin");
+  const std::string p = dir.file("below.bin");
+  const int fd = probe_next_fd();
+  sw::FileStorage f;
+  f.create(p);
+  fill(f, sw::kDeferredCloseBytes - 4096);
+  f.close_and_unlink();
+  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(fd_open(fd));
+  EXPECT_FALSE(f.is_open());
+  f.close_and_unlink();  // idempotent
+}
+
+TEST(FileRelease, DeferredFileIsRemovedAtOnceAndClosedByTheCloser) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string p = dir.file("deferred.bin");
   const int fd = probe_next_fd();
   sw::FileStorage f;
   f.create(p);
   fill(f, int64_t(4) << 20);
   f.close_and_unlink();
-  EXPECT_FALSE(exists(p));
-  EXPECT_FALSE(fd_open(fd));
+  EXPECT_FALSE(exists(p)) << "the name must be gone when close_and_unlink returns";
   EXPECT_FALSE(f.is_open());
+  EXPECT_EQ(f.bytes(), 0);
+  sw::wait_background_closes();
+  EXPECT_FALSE(fd_open(fd)) << "the closer did not close the descriptor";
   f.close_and_unlink();  // idempotent
 }
 
