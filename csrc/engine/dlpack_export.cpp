@@ -80,11 +80,19 @@ void arm_reaper(BlockList& l) noexcept {
   l.armed = true;
 }
 
-// Both take the list's address once: every thread_local access from this
-// shared object is a __tls_get_addr call, which GCC repeats after a branch.
+// The list's address, looked up once per call. Every thread_local access
+// from this shared object is a __tls_get_addr call, and GCC recomputes the
+// address after each branch rather than keep it in a register; the empty
+// asm makes the pointer opaque, so it is kept.
+inline BlockList* this_thread_list() noexcept {
+  BlockList* l = &t_list;
+  asm("" : "+r"(l));
+  return l;
+}
+
 void* alloc_block(size_t ndim, size_t bytes) noexcept {
   if (!kRecycleBlocks || ndim > kCachedDims) return std::malloc(bytes);
-  BlockList* l = &t_list;
+  BlockList* l = this_thread_list();
   if (FreeBlock* b = l->head) {
     l->head = b->next;
     --l->count;
@@ -95,7 +103,7 @@ void* alloc_block(size_t ndim, size_t bytes) noexcept {
 
 void free_block(void* block, size_t ndim) noexcept {
   if (kRecycleBlocks && ndim <= kCachedDims) {
-    BlockList* l = &t_list;
+    BlockList* l = this_thread_list();
     if (!l->gone && l->count < kCachedBlocks) {
       if (!l->armed) [[unlikely]] arm_reaper(*l);
       auto* b = static_cast<FreeBlock*>(block);
