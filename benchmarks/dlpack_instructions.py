@@ -169,9 +169,11 @@ def _move_async_child(size: int, helper: str) -> None:
     def batch(k):
         return [sw.Tensor(sw.CPU(n), 0, layout) for _ in range(k)], [sw.CPU(n, empty=True) for _ in range(k)]
 
-    srcs, dsts = batch(2)  # warm-up
-    for t, d in zip(srcs, dsts):
-        sw.move_async(t, d).wait()
+    for _ in range(2):  # warm-up: the worker pool grows to what a batch of 6 needs
+        srcs, dsts = batch(6)
+        for h in [sw.move_async(t, d) for t, d in zip(srcs, dsts)]:
+            h.wait()
+        del srcs, dsts
     cg.cg_start()
     for k in (2, 6) * REPEATS:
         srcs, dsts = batch(k)
