@@ -13,7 +13,8 @@ torch (``--no-torch``) and several with it: torch's import under valgrind is
 slow. ``--only NAME`` (repeatable) measures only the named cases.
 ``--move-async`` adds the calling thread's instructions for
 ``sw.move_async(src, CPU(n, empty=True))`` to return at 4 KiB and at 64 MiB,
-which shows whether the return cost grows with the size. ``SW_SOURCE_ROOT=DIR``
+which shows whether the return cost grows with the size, and (with torch) a
+4 KiB ``clone()`` for scale. ``SW_SOURCE_ROOT=DIR``
 makes the children import the package from another checkout (with
 ``STRIDEWEAVE_BUILD`` pointing at that checkout's build) to measure it
 before and after a change.
@@ -233,6 +234,9 @@ def main() -> int:
             for size, label in ((4096, "4 KiB"), (64 << 20, "64 MiB")):
                 v = _measure_move_async(size, helper, tmp)
                 print(f"{'move_async return ' + label:40s}{v:13.1f}  (calling thread)", flush=True)
+            if "torch" in libs:  # issue 11's yardstick for the return: a 4 KiB torch clone
+                v = _measure("torch", "x.clone()", "single", helper, tmp, "clone")
+                print(f"{'torch clone 4 KiB (with the loop)':40s}{v:13.1f}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
