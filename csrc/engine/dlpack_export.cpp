@@ -80,12 +80,22 @@ void arm_reaper(BlockList& l) noexcept {
   l.armed = true;
 }
 
+// The list's address, looked up once per call. Every thread_local access
+// from this shared object is a __tls_get_addr call, and GCC recomputes the
+// address after each branch rather than keep it in a register; the empty
+// asm makes the pointer opaque, so it is kept.
+inline BlockList* this_thread_list() noexcept {
+  BlockList* l = &t_list;
+  asm("" : "+r"(l));
+  return l;
+}
+
 void* alloc_block(size_t ndim, size_t bytes) noexcept {
   if (!kRecycleBlocks || ndim > kCachedDims) return std::malloc(bytes);
-  BlockList& l = t_list;
-  if (FreeBlock* b = l.head) {
-    l.head = b->next;
-    --l.count;
+  BlockList* l = this_thread_list();
+  if (FreeBlock* b = l->head) {
+    l->head = b->next;
+    --l->count;
     return b;
   }
   return std::malloc(kCachedBlockBytes);
@@ -93,35 +103,39 @@ void* alloc_block(size_t ndim, size_t bytes) noexcept {
 
 void free_block(void* block, size_t ndim) noexcept {
   if (kRecycleBlocks && ndim <= kCachedDims) {
-    BlockList& l = t_list;
-    if (!l.gone && l.count < kCachedBlocks) {
-      if (!l.armed) arm_reaper(l);
+    BlockList* l = this_thread_list();
+    if (!l->gone && l->count < kCachedBlocks) {
+      if (!l->armed) [[unlikely]] arm_reaper(*l);
       auto* b = static_cast<FreeBlock*>(block);
-      b->next = l.head;
-      l.head = b;
-      ++l.count;
+      b->next = l->head;
+      l->head = b;
+      ++l->count;
       return;
     }
   }
   std::free(block);
 }
 
-// Allocates and fills the common parts; returns the block or nullptr.
+// Allocates the block and fills the parts both forms share; returns the
+// block or nullptr. Every field is assigned, none value-initialised first:
+// zeroing the structs only to overwrite them was a measurable part of an
+// export's cost (benchmarks/dlpack_instructions.py).
 template <class T>
-T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTensor** tensor_out) noexcept {
+T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner) noexcept {
   using L = BlockLayout<T>;
   const size_t n = spec.leaves.size();
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return nullptr;
   if (n > (std::numeric_limits<size_t>::max() - L::kArrays) / (2 * sizeof(int64_t))) return nullptr;
   auto* bytes = static_cast<unsigned char*>(alloc_block(n, L::kArrays + 2 * n * sizeof(int64_t)));
   if (!bytes) return nullptr;
-  T* self = new (bytes) T{};
-  auto* ctx = new (bytes + L::kCtx) ExportContext{};
+  T* self = new (bytes) T;  // default-initialised: C structs, no stores
+  auto* ctx = new (bytes + L::kCtx) ExportContext;
   auto* shape = reinterpret_cast<int64_t*>(bytes + L::kArrays);
   int64_t* strides = shape + n;
+  const LeafMode* leaves = spec.leaves.data();
   for (size_t i = 0; i < n; ++i) {
-    shape[i] = spec.leaves[i].extent;
-    strides[i] = spec.leaves[i].stride;
+    shape[i] = leaves[i].extent;
+    strides[i] = leaves[i].stride;
   }
   ctx->owner = owner;
   ctx->release_owner = release_owner;
@@ -132,15 +146,14 @@ T* build(const ExportSpec& spec, void* owner, OwnerRelease release_owner, DLTens
   ctx->strides = strides;
   ctx->ndim = static_cast<int32_t>(n);
   self->manager_ctx = ctx;
-  DLTensor* t = &self->dl_tensor;
-  t->data = spec.data;
-  t->device = spec.device;
-  t->ndim = ctx->ndim;
-  t->dtype = spec.dtype;
-  t->shape = shape;
-  t->strides = strides;
-  t->byte_offset = spec.byte_offset;
-  *tensor_out = t;
+  DLTensor& t = self->dl_tensor;
+  t.data = spec.data;
+  t.device = spec.device;
+  t.ndim = static_cast<int32_t>(n);
+  t.dtype = spec.dtype;
+  t.shape = shape;
+  t.strides = strides;
+  t.byte_offset = spec.byte_offset;
   return self;
 }
 
@@ -169,17 +182,8 @@ extern "C" void sw_dlpack_versioned_deleter(DLManagedTensorVersioned* self) {
   destroy(self, static_cast<ExportContext*>(self->manager_ctx));
 }
 
-bool dl_dtype_for(DTypeCode code, DLDataType* out) noexcept {
-  switch (code) {
-    case DTypeCode::Float32: *out = DLDataType{kDLFloat, 32, 1}; return true;
-    case DTypeCode::Int32: *out = DLDataType{kDLInt, 32, 1}; return true;
-    default: return false;
-  }
-}
-
 DLManagedTensor* make_legacy(const ExportSpec& spec, void* owner, OwnerRelease release_owner) noexcept {
-  DLTensor* t = nullptr;
-  DLManagedTensor* self = build<DLManagedTensor>(spec, owner, release_owner, &t);
+  DLManagedTensor* self = build<DLManagedTensor>(spec, owner, release_owner);
   if (!self) return nullptr;
   self->deleter = sw_dlpack_legacy_deleter;
   return self;
@@ -187,8 +191,7 @@ DLManagedTensor* make_legacy(const ExportSpec& spec, void* owner, OwnerRelease r
 
 DLManagedTensorVersioned* make_versioned(const ExportSpec& spec, void* owner,
                                          OwnerRelease release_owner) noexcept {
-  DLTensor* t = nullptr;
-  DLManagedTensorVersioned* self = build<DLManagedTensorVersioned>(spec, owner, release_owner, &t);
+  DLManagedTensorVersioned* self = build<DLManagedTensorVersioned>(spec, owner, release_owner);
   if (!self) return nullptr;
   // Capped at 1.0 whatever the consumer's ceiling: that is what we implement.
   self->version = DLPackVersion{1, 0};

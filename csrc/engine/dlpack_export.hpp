@@ -48,8 +48,14 @@ struct ExportSpec {
 };
 
 // DLPack dtype for an exportable logical dtype (Float32, Int32); false for
-// every other dtype.
-bool dl_dtype_for(DTypeCode code, DLDataType* out) noexcept;
+// every other dtype. Inline: it runs on every export.
+inline bool dl_dtype_for(DTypeCode code, DLDataType* out) noexcept {
+  switch (code) {
+    case DTypeCode::Float32: *out = DLDataType{kDLFloat, 32, 1}; return true;
+    case DTypeCode::Int32: *out = DLDataType{kDLInt, 32, 1}; return true;
+    default: return false;
+  }
+}
 
 // Build a managed tensor; nullptr when the allocation fails (nothing to free,
 // owner and spec.storage untouched). On success the returned tensor's deleter

@@ -41,8 +41,10 @@ constexpr const char* kVersionedName = "dltensor_versioned";
 bool interpreter_alive() { return compat::interpreter_alive(); }
 
 // Py_DECREF that leaves a pending exception exactly as it was. GIL held.
+// Only a decref that deallocates can run code that disturbs it: the common
+// case (the Tensor outlives its export) skips the thread-state lookup.
 void decref_preserving_error(PyObject* o) {
-  if (!PyErr_Occurred()) {
+  if (Py_REFCNT(o) > 1 || !PyErr_Occurred()) {
     Py_DECREF(o);
     return;
   }
@@ -155,7 +157,8 @@ void raise_type_error_from_current(PyObject* info) {
 // "device_id": 0}), which keeps export as cheap as NumPy's.
 int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
   if (Py_TYPE(carrier) == &CPU_Type) {
-    *pointer = reinterpret_cast<uintptr_t>(carrier_host_data(carrier));  // NULL once released
+    // carrier_host_data() without its hook checks: an exact CPU has none.
+    *pointer = reinterpret_cast<uintptr_t>(cpu_storage_of(carrier).data);  // NULL once released
     *device = Device{kDLCPU, 0};
     return 0;
   }
@@ -237,7 +240,33 @@ int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
   return 0;
 }
 
-PyObject* device_tuple(const Device& d) { return Py_BuildValue("(ii)", d.type, d.id); }
+// parse_pair through a one-entry cache (*cached, *cached_value): an exact
+// tuple of exact ints parses the same every time, and np.from_dlpack passes
+// the same max_version tuple on every call.
+int parse_pair_cached(PyObject* o, const char* what, PyObject** cached, dl::IntPair* cached_value,
+                      dl::IntPair* out) {
+  if (o == *cached) {
+    *out = *cached_value;
+    return 0;
+  }
+  if (parse_pair(o, what, out) < 0) return -1;
+  if (PyTuple_CheckExact(o) && PyLong_CheckExact(PyTuple_GET_ITEM(o, 0)) &&
+      PyLong_CheckExact(PyTuple_GET_ITEM(o, 1))) {
+    Py_XSETREF(*cached, Py_NewRef(o));
+    *cached_value = *out;
+  }
+  return 0;
+}
+
+PyObject* device_tuple(const Device& d) {
+  if (d.type == kDLCPU && d.id == 0) {
+    // Immutable, so one (1, 0) serves every CPU export.
+    PyObject*& cpu = module_state.dlpack.cpu_device;
+    if (!cpu && !(cpu = Py_BuildValue("(ii)", d.type, d.id))) return nullptr;
+    return Py_NewRef(cpu);
+  }
+  return Py_BuildValue("(ii)", d.type, d.id);
+}
 
 bool is_none(PyObject* o) { return !o || o == Py_None; }
 
@@ -250,38 +279,84 @@ struct ExportArgs {
   bool v1 = false;  // max_version=(1, 0) already parsed (the C exchange API)
 };
 
-// Binds one keyword argument. Interned names hit the pointer compare; other
-// equal strings fall back to a full compare. -1 with TypeError for an
-// unknown name or a stream given twice.
-// Slot for an interned keyword name (what the compiler passes), or NULL.
-inline PyObject** slot_for(PyObject* key, ExportArgs* a) {
-  if (key == names().max_version) return &a->max_version;
-  if (key == names().dl_device) return &a->dl_device;
-  if (key == names().copy) return &a->copy;
-  if (key == names().stream) return &a->stream;
-  return nullptr;
+// The argument a keyword name binds (DlpackArgCache::keyword_slot).
+enum ExportSlot : int8_t { kStream, kMaxVersion, kDlDevice, kCopy };
+
+PyObject** slot_at(int8_t slot, ExportArgs* a) {
+  switch (slot) {
+    case kStream: return &a->stream;
+    case kMaxVersion: return &a->max_version;
+    case kDlDevice: return &a->dl_device;
+    default: return &a->copy;
+  }
 }
 
-int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportArgs* a) {
-  PyObject** slot = slot_for(key, a);
-  if (!slot && PyUnicode_Check(key)) {
-    // A non-interned but equal string (built at run time).
+// Slot of an interned keyword name (what the compiler passes), or -1.
+inline int8_t interned_slot(PyObject* key) {
+  if (key == names().max_version) return kMaxVersion;
+  if (key == names().dl_device) return kDlDevice;
+  if (key == names().copy) return kCopy;
+  if (key == names().stream) return kStream;
+  return -1;
+}
+
+// Slot of one keyword name: interned names hit the pointer compare; other
+// equal strings (built at run time) fall back to a full compare. -1 with
+// TypeError for an unknown name.
+int8_t keyword_slot(PyObject* key) {
+  int8_t slot = interned_slot(key);
+  if (slot < 0 && PyUnicode_Check(key)) {
     PyObject* keywords[4] = {names().stream, names().max_version, names().dl_device, names().copy};
     for (PyObject* n : keywords)
-      if (!slot && PyUnicode_Compare(key, n) == 0) slot = slot_for(n, a);
+      if (slot < 0 && PyUnicode_Compare(key, n) == 0) slot = interned_slot(n);
   }
-  if (!slot) {
+  if (slot < 0) {
     if (PyUnicode_Check(key))
       PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
     else
       PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
-    return -1;
   }
-  if (slot == &a->stream && stream_positional) {
+  return slot;
+}
+
+// Binds one keyword argument; -1 with TypeError for a stream given twice.
+int bind_slot(int8_t slot, PyObject* value, bool stream_positional, ExportArgs* a) {
+  if (slot == kStream && stream_positional) {
     PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
     return -1;
   }
-  *slot = value;
+  *slot_at(slot, a) = value;
+  return 0;
+}
+
+int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportArgs* a) {
+  const int8_t slot = keyword_slot(key);
+  if (slot < 0) return -1;
+  return bind_slot(slot, value, stream_positional, a);
+}
+
+// The keyword arguments of a vectorcall. The last names tuple that bound is
+// remembered with its slots (DlpackArgCache): callers pass the same tuple
+// every time (a call site's constant, np.from_dlpack's static one), and it
+// then binds by position.
+int bind_keywords(PyObject* kwnames, PyObject* const* values, bool stream_positional, ExportArgs* a) {
+  DlpackArgCache& cache = module_state.dlpack;
+  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  if (kwnames == cache.kwnames) {
+    for (Py_ssize_t k = 0; k < n; ++k)
+      if (bind_slot(cache.keyword_slot[k], values[k], stream_positional, a) < 0) return -1;
+    return 0;
+  }
+  int8_t slots[DlpackArgCache::kMaxKeywords];
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    const int8_t slot = keyword_slot(PyTuple_GET_ITEM(kwnames, k));
+    if (slot < 0 || bind_slot(slot, values[k], stream_positional, a) < 0) return -1;
+    if (k < DlpackArgCache::kMaxKeywords) slots[k] = slot;
+  }
+  if (n <= DlpackArgCache::kMaxKeywords) {
+    Py_XSETREF(cache.kwnames, Py_NewRef(kwnames));
+    std::memcpy(cache.keyword_slot, slots, static_cast<size_t>(n));
+  }
   return 0;
 }
 
@@ -317,10 +392,7 @@ PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs > 1) return too_many_positional(nargs), nullptr;
   if (nargs == 1) a.stream = args[0];
-  if (kwnames) {
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k)
-      if (bind_keyword(PyTuple_GET_ITEM(kwnames, k), args[nargs + k], nargs == 1, &a) < 0) return nullptr;
-  }
+  if (kwnames && bind_keywords(kwnames, args + nargs, nargs == 1, &a) < 0) return nullptr;
   return export_capsule(self, a);
 }
 
@@ -329,7 +401,7 @@ namespace {
 // BufferError when a tensor with elements has no storage to export: a null
 // pointer, or a carrier released during this call (pointer is then stale).
 bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, const sw::Layout& layout) {
-  if (!dl::storage_gone(layout.size(), pointer, released_before, carrier_is_released(carrier))) return false;
+  if (!dl::storage_gone(layout.size(), pointer, released_before, as_carrier(carrier)->released)) return false;
   PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
   return true;
 }
@@ -423,14 +495,14 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
   PyObject* copy = args.copy;
   // args.stream is ignored: export does no work a stream could order.
 
-  if (tensor_reject_multi(self, "DLPack export") < 0) return -1;
+  if (tensor_is_multi(self) && tensor_reject_multi(self, "DLPack export") < 0) return -1;
   TensorObject* t = as_tensor(self);
 
   uintptr_t pointer = 0;
   Device device{};
   // copy's __bool__, the hooks and an _is_mutable override run Python code
   // that may release the carrier after its pointer was read.
-  const bool released_before = carrier_is_released(t->carrier);
+  const bool released_before = as_carrier(t->carrier)->released;
   if (resolve_carrier(t->carrier, &pointer, &device) < 0) {
     explain_refusal(self);
     return -1;
@@ -448,7 +520,8 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
 
   if (!is_none(dl_device)) {
     dl::IntPair want;
-    if (parse_pair(dl_device, "dl_device", &want) < 0) return -1;
+    DlpackArgCache& cache = module_state.dlpack;
+    if (parse_pair_cached(dl_device, "dl_device", &cache.dl_device, &cache.dl_device_value, &want) < 0) return -1;
     // Any int32 is a valid value of DLDeviceType (an enum with int32_t underneath).
     if (!dl::device_matches(want, DLDevice{static_cast<DLDeviceType>(device.type), device.id})) {
       PyErr_Format(PyExc_BufferError,
@@ -470,7 +543,9 @@ int describe_export(PyObject* self, const ExportArgs& args, dl::ExportSpec* out,
   bool versioned = args.v1;
   if (!versioned && !is_none(max_version)) {
     dl::IntPair v;
-    if (parse_pair(max_version, "max_version", &v) < 0) return -1;
+    DlpackArgCache& cache = module_state.dlpack;
+    if (parse_pair_cached(max_version, "max_version", &cache.max_version, &cache.max_version_value, &v) < 0)
+      return -1;
     const dl::VersionChoice choice = dl::choose_version(v);
     if (choice == dl::VersionChoice::Negative) {
       PyErr_SetString(PyExc_ValueError, "max_version components must be non-negative");
@@ -556,7 +631,7 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
 }
 
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
-  if (tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
+  if (tensor_is_multi(self) && tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   uintptr_t pointer = 0;
   Device device{};
   // Refused exactly as __dlpack__ refuses (spec: both fail identically).

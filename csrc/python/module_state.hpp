@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "dlpack_state.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
 
@@ -35,6 +36,7 @@ struct ModuleState {
   PyObject* tiled_evictable_class = nullptr;
   move_internal::MoveState move;
   ext::ExtensionState extension;
+  DlpackArgCache dlpack;
 };
 
 inline ModuleState module_state;
