@@ -98,8 +98,24 @@ int ready_operands(Operand* a, Operand* b, const char* op);
 // materialized (purpose "backward").
 int saved_values(PyObject* t, const char* op, Operand* o);
 // A dense gradient (stolen) for input x: wrapped into a fresh TiledEvictable
-// gradient when x is a tiled tensor, else returned as it is.
-PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op);
+// gradient when x is a tiled tensor, else returned as it is. fresh says grad
+// is storage the backward just allocated and shares with no one: the
+// TiledEvictable gradient then takes it as its primary instead of copying it.
+PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op, bool fresh = false);
+// Calls carrier.hook(a, b, c, d) (NULL ends the arguments); its exception
+// gets "op" what before the message (what: "(): " or " backward: ").
+PyObject* call_hook(const char* op, const char* what, PyObject* carrier, const char* hook, PyObject* a,
+                    PyObject* b = nullptr, PyObject* c = nullptr, PyObject* d = nullptr);
+
+// The backward of mul and relu reading a tiled input tile by tile
+// (ops_tiled_bands.cpp). False (nothing raised) when that path does not
+// apply: the caller materializes the input (saved_values) and computes
+// densely. Otherwise true: *result is the dense gradient (fresh storage, as
+// mul_grad and the relu kernel would give), or empty with the exception set.
+// tiled_mul_grad: x's gradient g * other, other a tiled saved input.
+bool tiled_mul_grad(const Operand& g, PyObject* x, PyObject* other, Ref* result);
+// tiled_relu_grad: x's gradient g where x > 0, x a tiled saved input.
+bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result);
 
 // Engine work of operation op: errors name "op(): ..." (forward) or
 // "op backward: ..." (backward).
