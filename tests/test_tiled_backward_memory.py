@@ -5,7 +5,8 @@ band by band, the backward of relu and mul holds its gradient results and
 about a band, where the dense path (``TiledEvictable._tile_reader = None``,
 in the same process) first makes a dense copy of the tiled input: a tensor
 more. (A whole ``backward()`` also holds every node's cotangent and the
-copies ``.grad`` commits, the same on both paths.)
+copies ``.grad`` commits, the same on both paths.) The forward on a primary
+the kernels do not read in place (a CPU subclass) is measured alongside.
 
 Run as a script for the report's table (peaks in bytes, best-of-3 times):
     STRIDEWEAVE_BUILD=build-dev PYTHONPATH=. python tests/test_tiled_backward_memory.py 64 1024 1024
@@ -50,6 +51,36 @@ yc = sw.CPU(n, empty=True)
 np.from_dlpack(sw.Tensor(yc, 0, flat))[:] = 0.5
 ylay = sw.Layout.canonical(lay.shape)
 
+class SubCPU(sw.CPU):  # a primary class the kernels do not read in place: every span is staged
+    pass
+
+c2 = sw.CPU(n, empty=True)
+np.from_dlpack(sw.Tensor(c2, 0, flat))[:] = np.arange(n, dtype=np.float32) % 5 - 2
+fb2 = sw.move(sw.Tensor(c2, 0, flat), sw.FileBacked(dtype=sw.DType.Float32)).carrier
+c2.release()
+del c2
+te2 = TiledEvictable(SubCPU(0), fb2, (n_tiles, 1, 1), (1, rows, cols))
+te2.promote(TileSet([(k, 0, 0) for k in range(0, n_tiles, 2)]))  # half the tiles in the primary
+w2 = sw.Tensor(te2, 0, lay)
+
+FORWARD = {
+    "sub_add": lambda: sw.add(w2, w2),
+    "sub_reduce_sum": lambda: sw.reduce_sum(w2),
+}
+
+def forward_once(name):
+    with sw.no_grad():
+        reset()
+        base = hwm()
+        t0 = time.perf_counter()
+        r = FORWARD[name]()
+        dt = time.perf_counter() - t0
+        peak = hwm() - base
+        check = float(r[0])
+        assert type(r.carrier) is SubCPU
+        r.carrier.release()
+    return peak, dt, check
+
 OPS = {
     "relu": lambda w, y: sw.relu(w),
     "mul": lambda w, y: sw.mul(w, y),  # y's gradient reads the tiles
@@ -87,6 +118,12 @@ def run(mode):
         out[f"{mode}_{name}"] = peak
         out[f"{mode}_{name}_grad0"] = check
         ts = [dt] + [once(name)[1] for _ in range(repeat)]
+        out[f"{mode}_{name}_best_s"] = min(ts)
+    for name in FORWARD:
+        peak, dt, check = forward_once(name)
+        out[f"{mode}_{name}"] = peak
+        out[f"{mode}_{name}_grad0"] = check  # (the result's slot 0)
+        ts = [dt] + [forward_once(name)[1] for _ in range(repeat)]
         out[f"{mode}_{name}_best_s"] = min(ts)
 
 run("tiles")
@@ -128,6 +165,14 @@ def test_backward_peaks_a_tensor_lower_than_the_dense_path():
         assert r[f"dense_{name}"] > r[f"tiles_{name}"] + total - 4 * MiB, (name, r)
     # reduce_sum reads no tile: its gradient alone, on both paths
     assert r["tiles_reduce_sum"] < total + 8 * MiB and r["dense_reduce_sum"] < total + 8 * MiB, r
+    # the forward on a CPU-subclass primary stages bands too: add holds its
+    # result and a band, reduce_sum a band; the dense path a copy more
+    assert r["tiles_sub_add_grad0"] == r["dense_sub_add_grad0"] == -4.0
+    assert r["tiles_sub_reduce_sum_grad0"] == r["dense_sub_reduce_sum_grad0"]
+    assert r["tiles_sub_add"] < total + 8 * MiB, r
+    assert r["tiles_sub_reduce_sum"] < 8 * MiB, r
+    assert r["dense_sub_add"] > r["tiles_sub_add"] + total - 4 * MiB, r
+    assert r["dense_sub_reduce_sum"] > total - 4 * MiB, r
 
 
 if __name__ == "__main__":
