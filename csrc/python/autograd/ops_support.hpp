@@ -77,10 +77,12 @@ int saved_operand(PyObject* t, const char* op, Operand* o);
 //
 // A full TiledEvictable tensor is a direct operand of add, mul, relu and
 // reduce_sum: after every operand is validated (the tile-footprint rule
-// included), the carrier's _operand hook makes every logical value available
-// in a dense tensor of its primary class (blocking; no autograd node), the
-// operation computes on that, and its node saves the tiled tensor itself.
-// Backward re-materializes values it needs (purpose "backward") and hands
+// included), the operation reads the tiles band by band where it can
+// (ops_tiled_bands.cpp: tiled_forward, tiled_mul_grad, tiled_relu_grad);
+// otherwise the carrier's _operand hook makes every logical value available
+// in a dense tensor of its primary class (blocking; no autograd node) and
+// the operation computes on that. Its node saves the tiled tensor itself.
+// Backward reads the values it needs again (purpose "backward") and hands
 // the tiled input its gradient through the carrier's _gradient hook (a
 // fresh TiledEvictable).
 
