@@ -198,14 +198,17 @@ def test_the_dense_opt_out_really_takes_the_dense_path(monkeypatch):
 def test_zero_gradient_tiles_stay_implicit_and_the_rest_is_the_adopted_slab(op):
     te, v, states = random_tiled(11, states=["implicit", "dirty", "secondary", "clean"] * 3)
     t = sw.Tensor(te, 0, te.canonical_layout())
+    x = tiled_values(t)
     other = cpu_like(t, np.ones(N * T, np.float32))
     r = {"relu": lambda: sw.relu(t), "mul_num": lambda: sw.mul(t, 2.0), "reduce_sum": lambda: sw.reduce_sum(t),
          "mul_dense": lambda: sw.mul(t, other)}[op]()
     sw.reduce_sum(r).backward()
+    want = {"relu": (x > 0).astype(np.float32), "mul_num": np.full_like(x, 2.0), "reduce_sum": np.ones_like(x),
+            "mul_dense": np.ones_like(x)}[op]
+    np.testing.assert_array_equal(tiled_values(t.grad), want)
     gte = t.grad.carrier
     locs = locations(gte)
     for k in range(N):
-        tile_grad = tiled_values(t.grad)  # (logical order; zero check per carrier tile below)
         slots = np.array([gte[k * T + j] for j in range(T)])
         if not slots.any():
             assert locs[k] == "implicit", (k, locs)
@@ -213,10 +216,35 @@ def test_zero_gradient_tiles_stay_implicit_and_the_rest_is_the_adopted_slab(op):
             assert gte.tile_state(coord(k)) == sw.TileState("primary", True, True)
     if op == "relu":
         assert all(locs[k] == "implicit" for k in range(0, N, 4))  # implicit inputs: zero gradient
-    # one full primary slab of the primary's class, not a copy of another buffer
+    else:
+        assert locs == ["primary"] * N
+    # one full primary slab of the primary's class
     assert type(gte.primary) is sw.CPU and gte.primary.size() == N * T
     assert gte._primary_bytes() == N * T * 4
-    np.testing.assert_array_equal(tile_grad, tiled_values(t.grad))
+
+
+def test_the_gradient_takes_the_backward_buffer_instead_of_a_copy(monkeypatch):
+    seen = []
+    orig = TiledEvictable._gradient
+
+    def spy(self, tensor, dense_grad, zero_tiles=None, adopt=False):
+        seen.append((adopt, dense_grad.carrier))
+        return orig(self, tensor, dense_grad, zero_tiles, adopt)
+
+    monkeypatch.setattr(TiledEvictable, "_gradient", spy)
+    te, _, _ = random_tiled(13, states=["dirty"] * N)
+    t = sw.Tensor(te, 0, te.canonical_layout())
+    r = sw.relu(t)
+    ones = sw.Tensor(cpu_array(np.ones(N * T, np.float32)), 0, r.layout)
+    (g,) = r.autograd_ctx.backward(ones)
+    ((adopt, buf),) = seen
+    assert adopt and g.carrier.primary is buf and buf.is_owned()
+    # add passes the cotangent itself on: never adopted (the caller keeps it)
+    seen.clear()
+    r = sw.add(t, t)
+    ga, gb = r.autograd_ctx.backward(ones)
+    assert [a for a, _ in seen] == [False, False] and not ones.carrier.is_owned()
+    assert ga.carrier.primary is not ones.carrier
 
 
 def test_an_all_zero_gradient_is_all_implicit():
