@@ -294,9 +294,10 @@ def test_a_policy_promotion_during_backward_commits():
     np.testing.assert_array_equal(tiled_values(t.grad), (x > 0).astype(np.float32))
 
 
-def test_a_summing_gradient_stays_on_the_dense_path(monkeypatch):
-    # mul(t, b) with b broadcast: b's gradient sums over the broadcast
-    # leaves in coordinate order; that backward keeps the dense copy.
+def test_a_summing_gradient_across_and_within_tiles_stays_on_the_dense_path(monkeypatch):
+    # mul(t, b) with b a broadcast scalar: b's gradient sums coordinates both
+    # within and across tiles; tile order would change the double sum's
+    # order, so that backward keeps the dense copy.
     te, _, _ = random_tiled(8)
     t = sw.Tensor(te, 0, te.canonical_layout())
     x = tiled_values(t)
@@ -309,6 +310,49 @@ def test_a_summing_gradient_stays_on_the_dense_path(monkeypatch):
     assert calls == ["backward"]
     np.testing.assert_allclose(values(b.grad), [x.astype(np.float64).sum()], rtol=1e-5)
     np.testing.assert_array_equal(tiled_values(t.grad), np.full(N * T, 0.5, np.float32))
+
+
+# b's shape against ((8, 4), (4, 3)) (within-tile extents 8 and 4, grid 4 and 3)
+SUMMED = {
+    "across": ([[8, 1], [4, 1]], True),   # b per within-tile coordinate: sums over the tiles
+    "within": ([[1, 4], [1, 3]], True),   # b per tile: sums within each tile
+    "both": ([[1, 4], [4, 1]], False),    # within along mode 0, across along mode 1: dense
+}
+
+
+@pytest.mark.parametrize("layout", ["canonical", "permuted"])
+@pytest.mark.parametrize("kind", sorted(SUMMED))
+def test_a_summing_gradient_in_one_direction_reads_the_tiles_in_tile_order(kind, layout, monkeypatch):
+    shape, tiled = SUMMED[kind]
+    for seed in (21, 22):
+        results = []
+        for mode in ("tiles", "dense"):
+            if mode == "dense":
+                monkeypatch.setattr(TiledEvictable, "_tile_reader", None)
+            te, _, _ = random_tiled(seed)
+            t = full(te, layout)
+            x = tiled_values(t)
+            n = int(np.prod([e for m in shape for e in m]))
+            bv = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+            b = sw.Tensor(cpu_array(bv), 0, sw.Layout.canonical(sw.Shape(shape)))
+            cv = np.random.default_rng(seed + 1).standard_normal(N * T).astype(np.float32)
+            c = cpu_like(t, cv)
+            calls = dense_spy(monkeypatch)
+            sw.reduce_sum(sw.mul(sw.mul(t, b), c)).backward()
+            if mode == "tiles":
+                assert calls == ([] if tiled else ["backward"]), calls
+            results.append((values(b.grad), tiled_values(t.grad)))
+            # NumPy: b's gradient sums c * x over the broadcast coordinates
+            bt = sw.Tensor(b.carrier, 0, sw.Layout(sw.Shape([[8, 4], [4, 3]]),
+                                                   b.layout.broadcast_to(t.layout.shape).stride))
+            idx = np.array([bt.layout.index(k) for k in range(N * T)])
+            want = np.zeros(n, np.float64)
+            np.add.at(want, idx, (cv * x).astype(np.float32).astype(np.float64))
+            np.testing.assert_allclose(values(b.grad), want.astype(np.float32), rtol=1e-5, atol=1e-5)
+            monkeypatch.undo()
+        (gb_t, gt_t), (gb_d, gt_d) = results
+        np.testing.assert_array_equal(gb_t, gb_d)  # the same sums in the same order: bit for bit
+        np.testing.assert_array_equal(gt_t, gt_d)
 
 
 # ------------------------------------------------------------------ errors, as on the dense path

@@ -24,9 +24,10 @@
 //
 // What this path does not take goes to the dense path (ops_tiled.cpp), and
 // why: a layout that does not split at the tile grid or a tiled operand
-// broadcast to another shape (no per-tile layout exists), a backward whose
-// gradient sums over broadcast leaves (its double accumulation runs in
-// coordinate order; tile order would change the rounding), an Int32 Generic
+// broadcast to another shape (no per-tile layout exists), a gradient summed
+// over broadcast coordinates both within and across tiles (its double sums
+// run in coordinate order, which whole tiles in tile order do not keep: see
+// tile_order_sums), an Int32 Generic
 // primary (its results are range checked by Generic's coercion, with its own
 // error), a dtype the kernels lack, a cotangent without host memory, and any
 // bad argument (the dense path raises what is wrong).
@@ -52,7 +53,9 @@ namespace swpy::ops {
 
 namespace {
 
-enum class Kind { Add, Mul, MulScalar, Relu, Sum, ReluGrad, MulGrad };
+// MulGradSum: mul's gradient of an operand broadcast to the tiled one's
+// shape, summed over the broadcast coordinates (see tiled_mul_grad).
+enum class Kind { Add, Mul, MulScalar, Relu, Sum, ReluGrad, MulGrad, MulGradSum };
 
 // An int tuple attribute of a TiledEvictable (grid_shape, tile_shape).
 int extents_of(PyObject* te, const char* attr, std::vector<int64_t>* out) {
@@ -132,8 +135,9 @@ bool plan_tiles(Plan* p, const sw::IntTree& shape) {
       layouts.push_back(&p->views[i]);
     }
     if (p->kind != Kind::Sum) {
-      if (!(p->out.shape() == shape)) return false;
-      p->views[p->nops] = p->out;
+      // (a summed gradient: its layout over the coordinates, stride 0 where they sum)
+      p->views[p->nops] = p->kind == Kind::MulGradSum ? p->out.broadcast_to(shape) : p->out;
+      if (!(p->views[p->nops].shape() == shape)) return false;
       layouts.push_back(&p->views[p->nops]);
     }
   } catch (...) {
@@ -305,7 +309,8 @@ Bands plan_bands(const Plan& p) {
   b.leaves = p.split.leaves;
   const int64_t tiles = static_cast<int64_t>(p.split.offsets.size());
   b.sub = b.leaves;
-  if (p.kind == Kind::Sum || tiles < 2) return b;
+  // (summing kinds visit whole tiles in tile order: see tiled_mul_grad)
+  if (p.kind == Kind::Sum || p.kind == Kind::MulGradSum || tiles < 2) return b;
   const Leaves& l = p.split.leaves[0];
   size_t j = l.size();
   for (size_t i = 0; i < l.size(); ++i)
@@ -375,6 +380,21 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   std::vector<std::pair<int64_t, int64_t>> reach;
   for (int i = 0; i < p.nops; ++i) reach.push_back(sw::leaf_reach(bands.leaves[i]));
   double fsum = 0;
+  // MulGradSum: the products of a tile (rounded to binary32, compact) and
+  // the double sums of every gradient slot, rounded once at the end: what
+  // mul_broadcast_backward computes over the whole tensor.
+  std::vector<double> acc;
+  std::vector<float> prod;
+  Leaves lc;
+  if (p.kind == Kind::MulGradSum) {
+    acc.assign(static_cast<size_t>(p.out_slots), 0.0);
+    int64_t stride = 1;
+    for (const sw::LeafMode& m : l0) {
+      lc.push_back({m.extent, stride});
+      stride *= m.extent;
+    }
+    prod.resize(static_cast<size_t>(stride));
+  }
   int64_t isum = 0;
   const size_t tiles = p.split.offsets.size();
   for (Reader& r : p.readers) {
@@ -429,8 +449,9 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
             return static_cast<const char*>(o.at()) + (rel(i, k, b) + sub_off) * static_cast<int64_t>(item);
           };
           void* dst = nullptr;
+          int64_t off = 0;
           if (p.kind != Kind::Sum) {
-            const int64_t off = rel(p.nops, k, b) + sb * lo[jl].extent * p.split.leaves[p.nops][jl].stride;
+            off = rel(p.nops, k, b) + sb * lo[jl].extent * p.split.leaves[p.nops][jl].stride;
             dst = out + off * static_cast<int64_t>(item);
           }
           const int rc = engine(p, [&] {
@@ -455,6 +476,10 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
               case Kind::MulGrad:  // (mul_grad_host's kernel when nothing is summed: g * other)
                 K::mul(DTypeCode::Float32, at(0), l0, at(1), bands.sub[1], dst, lo);
                 break;
+              case Kind::MulGradSum:
+                K::mul(DTypeCode::Float32, at(0), l0, at(1), bands.sub[1], prod.data(), lc);
+                K::sum_into(prod.data(), lc, acc.data() + off, lo);
+                break;
             }
           });
           if (rc < 0) return nullptr;
@@ -463,6 +488,9 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
       k0 = k1;
     }
   }
+  if (p.kind == Kind::MulGradSum &&
+      engine(p, [&] { K::round_to_f32(acc.data(), static_cast<float*>(data), p.out_slots); }) < 0)
+    return nullptr;
   if (p.kind == Kind::Sum) {
     const int rc = forward_call(p.name, [&] {
       if (a.dtype == DTypeCode::Float32) {
@@ -542,6 +570,23 @@ int saved_tiled(PyObject* t, const char* op, Operand* o) {
   o->cls = Py_TYPE(primary.get());
   // The kernels read Float32 host values (a CPU-class primary's, staged as needed).
   return o->dtype == DTypeCode::Float32 && PyType_IsSubtype(o->cls, &CPU_Type) ? 1 : 0;
+}
+
+// A summed gradient adds the products landing on a slot in coordinate order
+// (colexicographic over the leaves; double sums are not associative).
+// Whole tiles in tile order give the same order when the summed coordinates
+// lie all within the tiles (each slot's sum is one tile's) or all across
+// them (a slot takes one product per tile, in ordinal order, which is the
+// grid coordinates' colexicographic order); when both, the within-tile ones
+// would all come first, so the dense path sums.
+bool tile_order_sums(const Plan& p) {
+  bool within = false;
+  for (const sw::LeafMode& m : p.split.leaves[p.nops]) within = within || (m.stride == 0 && m.extent > 1);
+  std::vector<int64_t> firsts;
+  for (const std::vector<int64_t>& o : p.split.offsets) firsts.push_back(o[p.nops]);
+  std::sort(firsts.begin(), firsts.end());
+  const bool across = std::adjacent_find(firsts.begin(), firsts.end()) != firsts.end();
+  return !(within && across);
 }
 
 // The cotangent as the backward's dense operand (a view of the caller's).
@@ -624,14 +669,14 @@ bool tiled_mul_grad(const Operand& g, PyObject* x, PyObject* other, Ref* result)
   } catch (...) {
     return false;
   }
-  // A gradient summed over broadcast leaves accumulates in coordinate order:
-  // the dense path keeps its rounding.
-  if (gp.reduce || !(layout_of(as_tensor(x)->layout).shape() == g.L().shape())) return false;
+  if (gp.reduce) p.kind = Kind::MulGradSum;
+  else if (!(layout_of(as_tensor(x)->layout).shape() == g.L().shape())) return false;
   gradient_result(&p, g, x, gp);
   if (!plan_tiles(&p, g.L().shape())) {
     PyErr_Clear();
     return false;
   }
+  if (p.kind == Kind::MulGradSum && !tile_order_sums(p)) return false;
   run_plan(nullptr, p, "backward", result);
   return true;
 }
