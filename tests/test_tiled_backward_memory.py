@@ -50,6 +50,9 @@ lay = te.canonical_layout()
 yc = sw.CPU(n, empty=True)
 np.from_dlpack(sw.Tensor(yc, 0, flat))[:] = 0.5
 ylay = sw.Layout.canonical(lay.shape)
+sc = sw.CPU(tile, empty=True)  # a scale shared by every tile (broadcast across them)
+np.from_dlpack(sw.Tensor(sc, 0, sw.Layout(sw.Shape(tile), sw.Stride(1))))[:] = 0.25
+slay = sw.Layout.canonical(sw.Shape([[1, 1], [rows, 1], [cols, 1]]))
 
 class SubCPU(sw.CPU):  # a primary class the kernels do not read in place: every span is staged
     pass
@@ -85,6 +88,7 @@ OPS = {
     "relu": lambda w, y: sw.relu(w),
     "mul": lambda w, y: sw.mul(w, y),  # y's gradient reads the tiles
     "mul_self": lambda w, y: sw.mul(w, w),  # each gradient reads the tiles
+    "mul_shared": lambda w, y: sw.mul(w, sw.Tensor(sc, 0, slay)),  # the scale's gradient sums over the tiles
     "reduce_sum": lambda w, y: sw.reduce_sum(w),  # reads no tile
 }
 out = {}
@@ -161,7 +165,10 @@ def test_backward_peaks_a_tensor_lower_than_the_dense_path():
     assert r["tiles_mul"] < 2 * total + 8 * MiB, r
     assert r["tiles_mul_self"] < 2 * total + 8 * MiB, r
     # the dense path first copies the tiled input: a tensor more
-    for name in ("relu", "mul", "mul_self"):
+    # mul by a scale shared by every tile: w's gradient plus a tile's products and sums
+    assert r["tiles_mul_shared"] < total + 8 * MiB, r
+    assert r["tiles_mul_shared_grad0"] == r["dense_mul_shared_grad0"] == 0.25
+    for name in ("relu", "mul", "mul_self", "mul_shared"):
         assert r[f"dense_{name}"] > r[f"tiles_{name}"] + total - 4 * MiB, (name, r)
     # reduce_sum reads no tile: its gradient alone, on both paths
     assert r["tiles_reduce_sum"] < total + 8 * MiB and r["dense_reduce_sum"] < total + 8 * MiB, r
