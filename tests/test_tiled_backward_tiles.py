@@ -355,6 +355,41 @@ def test_a_summing_gradient_in_one_direction_reads_the_tiles_in_tile_order(kind,
         np.testing.assert_array_equal(gt_t, gt_d)
 
 
+@pytest.mark.parametrize("kind", ["across", "within"])
+def test_a_summed_gradient_keeps_the_dense_summation_order(kind, monkeypatch):
+    # Products 1e30, -1e30, 1 summed in double give 1 in that order and 0 in
+    # others: the tile path must add them as the dense path does (coordinate
+    # order), across tiles (ordinal order) and across the bands of a tile.
+    shape, _ = SUMMED[kind]
+    n = int(np.prod([e for m in shape for e in m]))
+    got = []
+    for mode in ("tiles", "dense"):
+        if mode == "dense":
+            monkeypatch.setattr(TiledEvictable, "_tile_reader", None)
+        te, _, _ = random_tiled(30, states=["dirty"] * N)
+        t = sw.Tensor(te, 0, te.canonical_layout())  # logical ordinal: within-tile coordinates first
+        lay = t.layout
+        for k in range(N * T):
+            te[lay.index(k)] = 0.0
+        big = float(np.float32(1e30))
+        if kind == "across":  # one within-tile coordinate (ordinal 0) of tiles 0, 1, 2 (grid ordinals)
+            at = [0 + 8 * 0, 0 + 8 * 1, 0 + 8 * 2]  # mode 0 = (8 within, 4 grid): grid coordinate 0, 1, 2
+            spots = [lay.index(i) for i in at]
+        else:  # tile 0, within-tile coordinates (0, 0), (0, 1), (0, 2): three bands of mode 1
+            spots = [lay.index(0 + 32 * w1) for w1 in range(3)]
+        for slot, v in zip(spots, [big, -big, 1.0]):
+            te[slot] = v
+        b = sw.Tensor(cpu_array(np.ones(n, np.float32)), 0, sw.Layout.canonical(sw.Shape(shape)))
+        calls = dense_spy(monkeypatch)
+        sw.reduce_sum(sw.mul(t, b)).backward()
+        assert calls == ([] if mode == "tiles" else ["operation", "backward"]), calls
+        got.append(values(b.grad))
+        monkeypatch.undo()
+    tiles, dense = got
+    np.testing.assert_array_equal(tiles, dense)
+    assert tiles[0] == 1.0 and not tiles[1:].any()
+
+
 # ------------------------------------------------------------------ errors, as on the dense path
 
 @pytest.mark.parametrize("mode", ["tiles", "dense"])

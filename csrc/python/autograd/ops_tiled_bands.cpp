@@ -309,8 +309,7 @@ Bands plan_bands(const Plan& p) {
   b.leaves = p.split.leaves;
   const int64_t tiles = static_cast<int64_t>(p.split.offsets.size());
   b.sub = b.leaves;
-  // (summing kinds visit whole tiles in tile order: see tiled_mul_grad)
-  if (p.kind == Kind::Sum || p.kind == Kind::MulGradSum || tiles < 2) return b;
+  if (p.kind == Kind::Sum || tiles < 2) return b;
   const Leaves& l = p.split.leaves[0];
   size_t j = l.size();
   for (size_t i = 0; i < l.size(); ++i)
@@ -573,12 +572,14 @@ int saved_tiled(PyObject* t, const char* op, Operand* o) {
 }
 
 // A summed gradient adds the products landing on a slot in coordinate order
-// (colexicographic over the leaves; double sums are not associative).
-// Whole tiles in tile order give the same order when the summed coordinates
-// lie all within the tiles (each slot's sum is one tile's) or all across
-// them (a slot takes one product per tile, in ordinal order, which is the
-// grid coordinates' colexicographic order); when both, the within-tile ones
-// would all come first, so the dense path sums.
+// (colexicographic over the leaves; double sums are not associative). Tile
+// by tile gives the same order when the summed coordinates lie all within
+// the tiles (each slot's sum is one tile's; bands cut the slowest
+// within-tile leaf into consecutive ranges, which keeps colexicographic
+// order) or all across them (a slot takes one product per tile, in ordinal
+// order, which is the grid coordinates' colexicographic order; a band holds
+// a coordinate of every tile). When both, a slot's within-tile products
+// would all come before its next tile's, so the dense path sums.
 bool tile_order_sums(const Plan& p) {
   bool within = false;
   for (const sw::LeafMode& m : p.split.leaves[p.nops]) within = within || (m.stride == 0 && m.extent > 1);
