@@ -385,15 +385,16 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   std::vector<double> acc;
   std::vector<float> prod;
   Leaves lc;
-  if (p.kind == Kind::MulGradSum) {
-    acc.assign(static_cast<size_t>(p.out_slots), 0.0);
-    int64_t stride = 1;
-    for (const sw::LeafMode& m : l0) {
-      lc.push_back({m.extent, stride});
-      stride *= m.extent;
-    }
-    prod.resize(static_cast<size_t>(stride));
-  }
+  if (p.kind == Kind::MulGradSum && engine(p, [&] {
+        acc.assign(static_cast<size_t>(p.out_slots), 0.0);
+        int64_t stride = 1;
+        for (const sw::LeafMode& m : l0) {
+          lc.push_back({m.extent, stride});
+          stride *= m.extent;
+        }
+        prod.resize(static_cast<size_t>(stride));
+      }) < 0)
+    return nullptr;
   int64_t isum = 0;
   const size_t tiles = p.split.offsets.size();
   for (Reader& r : p.readers) {
