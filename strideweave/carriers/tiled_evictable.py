@@ -984,20 +984,36 @@ class TiledEvictable(Carrier):
         ``_operand``."""
         return _tile_reader(self, purpose)
 
-    def _gradient(self, tensor: Tensor, dense_grad: object, zero_tiles: Optional[Iterable[int]] = None) -> Tensor:
+    def _gradient(self, tensor: Tensor, dense_grad: object, zero_tiles: Optional[Iterable[int]] = None,
+                  adopt: bool = False) -> Tensor:
         """The gradient of a full TiledEvictable Tensor from a dense
         cotangent with the same Layout (what ``_operand`` produced): a fresh
         TiledEvictable of this geometry and tier classes whose primary holds
         the cotangent's slots (primary-resident and dirty), except the tiles
         whose ordinals ``zero_tiles`` lists (all-zero slots, found by the
-        caller), which stay valid implicit zero."""
+        caller), which stay valid implicit zero. ``adopt`` says the caller
+        just allocated the cotangent's storage and hands it over: when it is
+        the full primary slab this instance would allocate (its class, every
+        slot, offset 0), the gradient takes it as its primary instead of a
+        copy (one tensor less at the backward's peak)."""
         if not isinstance(dense_grad, Tensor) or dense_grad.layout != tensor.layout:
             raise ValueError("the dense gradient must have the operand's Layout")
         st = self._st
         zero = set(zero_tiles or ())
+        src = dense_grad.carrier
+        if (adopt and type(src) is type(st.primary_proto) and dense_grad.offset == 0 and src.size() == st.total
+                and src.dtype() is st.dtype and src.is_mutable() and not src.is_owned() and not src.is_released()):
+            if len(zero) == st.N:
+                src.release()
+                return Tensor(self._fresh_result(implicit=True), 0, tensor.layout)
+            out = TiledEvictable(src, st.secondary_proto.allocate_like(0), st.grid, st.tile,
+                                 residency_policy=st.policy)
+            ost = out._st
+            for k in zero:
+                ost.loc[k], ost.dirty[k] = _IMPLICIT, False
+            return Tensor(out, 0, tensor.layout)
         out = self._fresh_result(implicit=True)
         ost = out._st
-        src = dense_grad.carrier
         if len(zero) == st.N:
             return Tensor(out, 0, tensor.layout)
         T = st.T

@@ -186,6 +186,17 @@ PyObject* mul_grad(const Operand& g, PyObject* xt, const Operand* other, PyObjec
   return wrap(carrier_new_like(g.carrier, list.get(), true, nullptr), p.layout, lobj);
 }
 
+// x's gradient g * other: tile by tile when other is a tiled input whose
+// values that path reads, else from other's values (a tiled one
+// materialized first).
+PyObject* mul_input_grad(const Operand& g, PyObject* x, PyObject* other) {
+  Ref tiled;
+  if (tiled_mul_grad(g, x, other, &tiled)) return input_gradient(x, tiled.release(), "mul", true);
+  Operand oo;
+  if (saved_values(other, "mul", &oo) < 0) return nullptr;
+  return input_gradient(x, mul_grad(g, x, &oo, nullptr), "mul", true);
+}
+
 PyObject* Mul_backward(PyObject* self, PyObject* g) {
   PyObject* s = reinterpret_cast<MulOperationObject*>(self)->scalar;
   PyObject* in = saved_inputs(self, s ? 1 : 2, "mul");
@@ -195,19 +206,17 @@ PyObject* Mul_backward(PyObject* self, PyObject* g) {
   PyObject* a = PyTuple_GET_ITEM(in, 0);
   if (s) {
     if (!differentiable(a)) return single(Py_NewRef(Py_None));
-    return single(input_gradient(a, mul_grad(go, a, nullptr, s), "mul"));
+    return single(input_gradient(a, mul_grad(go, a, nullptr, s), "mul", true));
   }
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Operand ao, bo;
-  // A tiled input's values are read (materialized) only when the other
-  // input's gradient needs them.
+  // Both inputs are checked before anything is computed; a tiled input's
+  // values are read only when the other input's gradient needs them.
   const bool da = differentiable(a), db = differentiable(b);
-  if ((db ? saved_values(a, "mul", &ao) : saved_operand(a, "mul", &ao)) < 0 ||
-      (da ? saved_values(b, "mul", &bo) : saved_operand(b, "mul", &bo)) < 0)
-    return nullptr;
+  if (saved_operand(a, "mul", &ao) < 0 || saved_operand(b, "mul", &bo) < 0) return nullptr;
   Ref ga, gb;
-  if (da && !(ga = Ref::steal(input_gradient(a, mul_grad(go, a, &bo, nullptr), "mul")))) return nullptr;
-  if (db && !(gb = Ref::steal(input_gradient(b, mul_grad(go, b, &ao, nullptr), "mul")))) return nullptr;
+  if (da && !(ga = Ref::steal(mul_input_grad(go, a, b)))) return nullptr;
+  if (db && !(gb = Ref::steal(mul_input_grad(go, b, a)))) return nullptr;
   return pair_or_none(ga.release(), gb.release());
 }
 

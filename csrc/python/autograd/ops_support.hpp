@@ -77,10 +77,12 @@ int saved_operand(PyObject* t, const char* op, Operand* o);
 //
 // A full TiledEvictable tensor is a direct operand of add, mul, relu and
 // reduce_sum: after every operand is validated (the tile-footprint rule
-// included), the carrier's _operand hook makes every logical value available
-// in a dense tensor of its primary class (blocking; no autograd node), the
-// operation computes on that, and its node saves the tiled tensor itself.
-// Backward re-materializes values it needs (purpose "backward") and hands
+// included), the operation reads the tiles band by band where it can
+// (ops_tiled_bands.cpp: tiled_forward, tiled_mul_grad, tiled_relu_grad);
+// otherwise the carrier's _operand hook makes every logical value available
+// in a dense tensor of its primary class (blocking; no autograd node) and
+// the operation computes on that. Its node saves the tiled tensor itself.
+// Backward reads the values it needs again (purpose "backward") and hands
 // the tiled input its gradient through the carrier's _gradient hook (a
 // fresh TiledEvictable).
 
@@ -98,8 +100,24 @@ int ready_operands(Operand* a, Operand* b, const char* op);
 // materialized (purpose "backward").
 int saved_values(PyObject* t, const char* op, Operand* o);
 // A dense gradient (stolen) for input x: wrapped into a fresh TiledEvictable
-// gradient when x is a tiled tensor, else returned as it is.
-PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op);
+// gradient when x is a tiled tensor, else returned as it is. fresh says grad
+// is storage the backward just allocated and shares with no one: the
+// TiledEvictable gradient then takes it as its primary instead of copying it.
+PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op, bool fresh = false);
+// Calls carrier.hook(a, b, c, d) (NULL ends the arguments); its exception
+// gets "op" what before the message (what: "(): " or " backward: ").
+PyObject* call_hook(const char* op, const char* what, PyObject* carrier, const char* hook, PyObject* a,
+                    PyObject* b = nullptr, PyObject* c = nullptr, PyObject* d = nullptr);
+
+// The backward of mul and relu reading a tiled input tile by tile
+// (ops_tiled_bands.cpp). False (nothing raised) when that path does not
+// apply: the caller materializes the input (saved_values) and computes
+// densely. Otherwise true: *result is the dense gradient (fresh storage, as
+// mul_grad and the relu kernel would give), or empty with the exception set.
+// tiled_mul_grad: x's gradient g * other, other a tiled saved input.
+bool tiled_mul_grad(const Operand& g, PyObject* x, PyObject* other, Ref* result);
+// tiled_relu_grad: x's gradient g where x > 0, x a tiled saved input.
+bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result);
 
 // Engine work of operation op: errors name "op(): ..." (forward) or
 // "op backward: ..." (backward).

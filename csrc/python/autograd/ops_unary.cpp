@@ -105,6 +105,9 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     if (saved_operand(x, "relu", &xo) < 0) return nullptr;
     return single(Py_NewRef(Py_None));
   }
+  if (saved_operand(x, "relu", &xo) < 0) return nullptr;
+  Ref tiled;  // a tiled input read tile by tile (ops_tiled_bands.cpp)
+  if (tiled_relu_grad(go, x, &tiled)) return single(input_gradient(x, tiled.release(), "relu", true));
   if (saved_values(x, "relu", &xo) < 0) return nullptr;
   sw::ops::GradPlan p;
   if (backward_call("relu", [&] { p = sw::ops::plan_relu_grad(go.L(), xo.L()); }) < 0) return nullptr;
@@ -113,7 +116,7 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     return single(input_gradient(x, host_gradient("relu", go, p, lobj, [&](float* out) {
       sw::ops::relu_grad_host(p, static_cast<const float*>(go.at()), go.L().leaves(),
                               static_cast<const float*>(xo.at()), xo.L().leaves(), out);
-    }), "relu"));
+    }), "relu", true));
   std::vector<int64_t> ig, ix, io;
   if (index_list(go.L().leaves(), ig) < 0 || index_list(xo.L().leaves(), ix) < 0 || index_list(p.target, io) < 0)
     return nullptr;
@@ -131,8 +134,8 @@ PyObject* Relu_backward(PyObject* self, PyObject* g) {
     if (!gv) return nullptr;
     list_store(list.get(), io[k], gv);
   }
-  return single(
-      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj), "relu"));
+  return single(input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj),
+                              "relu", true));
 }
 
 // ---------------------------------------------------------------- reduce_sum
@@ -176,7 +179,7 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   if (go.host_f32())
     return single(input_gradient(x, host_gradient("reduce_sum", go, p, lobj, [&](float* out) {
       sw::ops::reduce_sum_grad_host(p, static_cast<const float*>(go.at()), out);
-    }), "reduce_sum"));
+    }), "reduce_sum", true));
   std::vector<int64_t> io;
   if (index_list(p.target, io) < 0) return nullptr;
   Ref v = Ref::steal(get_slot(go, p.source));
@@ -184,8 +187,8 @@ PyObject* ReduceSum_backward(PyObject* self, PyObject* g) {
   Ref list = Ref::steal(zero_list(DTypeCode::Floating, p.slots()));
   if (!list) return nullptr;
   for (int64_t slot : io) list_store(list.get(), slot, v.new_ref());
-  return single(
-      input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj), "reduce_sum"));
+  return single(input_gradient(x, wrap(carrier_new_like(go.carrier, list.get(), true, nullptr), p.layout, lobj),
+                              "reduce_sum", true));
 }
 
 }  // namespace
