@@ -6,7 +6,12 @@ cold_rows), medians of wall time and of process CPU time (every thread;
 the CPU time survives a loaded machine, the wall time mostly measures its
 scheduler there).
 
-    STRIDEWEAVE_BUILD=build-dev python benchmarks/tiled_ab.py [N]
+--fresh-map: NumPy maps the file afresh inside each timed sample
+(``np.memmap`` then ``np.take``), the like-for-like "cold" comparison; by
+default one ``np.memmap`` serves every sample, so its page-table entries
+stay populated and np.take is a fault-free memcpy.
+
+    STRIDEWEAVE_BUILD=build-dev python benchmarks/tiled_ab.py [N] [--fresh-map]
 """
 import os
 import statistics
@@ -22,8 +27,9 @@ import numpy as np  # noqa: E402
 import tiled_compare as tc  # noqa: E402
 
 
-def main(n=150):
+def main(n=150, fresh_map=False):
     te, w, mm = tc.build()
+    path = str(te.secondary.path)
     rng = np.random.default_rng(0)
     cpu, wall = time.process_time_ns, time.perf_counter_ns
     ours_w, ours_c, np_w, np_c = [], [], [], []
@@ -41,7 +47,12 @@ def main(n=150):
 
             def theirs():
                 c0, w0 = cpu(), wall()
-                a = np.take(mm, idx_np, axis=0)
+                if fresh_map:
+                    m = np.memmap(path, dtype=np.float32, mode="r", shape=(tc.EXPERTS, tc.TILE))
+                    a = np.take(m, idx_np, axis=0)
+                    del m
+                else:
+                    a = np.take(mm, idx_np, axis=0)
                 np_c.append(cpu() - c0)
                 np_w.append(wall() - w0)
                 return a
@@ -60,8 +71,10 @@ def main(n=150):
     print(f"wall: project {m(ours_w):.3f} ms  np.take {m(np_w):.3f} ms  ratio {m(ours_w) / m(np_w):.3f}  "
           f"(p90 {p90(ours_w):.3f} vs {p90(np_w):.3f})")
     print(f"CPU:  project {m(ours_c):.3f} ms  np.take {m(np_c):.3f} ms  ratio {m(ours_c) / m(np_c):.3f}")
-    print(f"N={n}, load {os.getloadavg()[0]:.1f}")
+    print(f"N={n}, numpy {'fresh np.memmap per sample' if fresh_map else 'one persistent np.memmap'}, "
+          f"load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 150)
+    args = [a for a in sys.argv[1:] if a != "--fresh-map"]
+    main(int(args[0]) if args else 150, fresh_map="--fresh-map" in sys.argv[1:])
