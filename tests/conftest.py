@@ -238,6 +238,42 @@ def tiled_ramp(n_tiles=4, tile=3):
     return te, sw.Tensor(te, 0, te.canonical_layout())
 
 
+def dense_spy(monkeypatch):
+    """Records the purpose of every call of TiledEvictable's dense _operand
+    hook: the direct operations' tests assert which path ran."""
+    from strideweave.carriers.tiled_evictable import TiledEvictable
+
+    calls = []
+    orig = TiledEvictable._operand
+
+    def spy(self, tensor, purpose="operation"):
+        calls.append(purpose)
+        return orig(self, tensor, purpose)
+
+    monkeypatch.setattr(TiledEvictable, "_operand", spy)
+    return calls
+
+
+# The start of a child script that measures peak memory: hwm() reads VmHWM,
+# reset() sets it back to the current RSS (Linux /proc/self/clear_refs).
+HWM_CHILD_PRELUDE = r"""
+import json, time
+import numpy as np
+import strideweave as sw
+from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
+
+def hwm():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) * 1024
+
+def reset():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+"""
+
+
 # Tile-tier carriers for injected transfer failures: a test registers
 # FailingOp (or its own operation) between them and unregisters it after.
 class FailPrimary(sw.Generic):

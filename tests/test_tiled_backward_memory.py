@@ -18,23 +18,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_python
+from conftest import HWM_CHILD_PRELUDE, run_python
 
-BACKWARD_CHILD = r"""
-import json, time
-import numpy as np
-import strideweave as sw
-from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
-
-def hwm():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) * 1024
-
-def reset():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # VmHWM := VmRSS
+BACKWARD_CHILD = HWM_CHILD_PRELUDE + r"""
 
 n_tiles, rows, cols, repeat = NTILES, ROWS, COLS, REPEAT
 tile = rows * cols

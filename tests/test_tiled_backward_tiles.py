@@ -16,7 +16,7 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import FailSecondary
+from conftest import FailSecondary, dense_spy
 
 F32 = sw.DType.Float32
 GRID, TILE = (4, 3), (8, 4)  # 12 tiles of 32 slots
@@ -86,16 +86,6 @@ def random_tiled(seed, policy=None, states=None):
     return te, v, states
 
 
-def dense_spy(monkeypatch):
-    calls = []
-    orig = TiledEvictable._operand
-
-    def spy(self, tensor, purpose="operation"):
-        calls.append(purpose)
-        return orig(self, tensor, purpose)
-
-    monkeypatch.setattr(TiledEvictable, "_operand", spy)
-    return calls
 
 
 def full(te, name):

@@ -22,7 +22,7 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import FailSecondary, run_python
+from conftest import HWM_CHILD_PRELUDE, FailSecondary, dense_spy, run_python
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -70,16 +70,6 @@ def locations(te):
     return [te.tile_state((k % GRID[0], k // GRID[0])).location for k in range(N)]
 
 
-def dense_spy(monkeypatch):
-    """Records every call of the dense _operand hook."""
-    calls = []
-    orig = TiledEvictable._operand
-
-    def spy(self, tensor, purpose="operation"):
-        calls.append(purpose)
-        return orig(self, tensor, purpose)
-    monkeypatch.setattr(TiledEvictable, "_operand", spy)
-    return calls
 
 
 # Layouts of the full tensor: canonical, within-tile permuted modes, and flat
@@ -321,21 +311,7 @@ def test_a_failed_tile_read_fails_the_operation_and_gives_every_tile_back():
 
 # ------------------------------------------------------------------ peak memory
 
-RSS_CHILD = r"""
-import json, time
-import numpy as np
-import strideweave as sw
-from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
-
-def hwm():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) * 1024
-
-def reset():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # VmHWM := VmRSS
+RSS_CHILD = HWM_CHILD_PRELUDE + r"""
 
 n_tiles, rows, cols = NTILES, ROWS, COLS
 tile = rows * cols

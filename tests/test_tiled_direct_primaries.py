@@ -12,6 +12,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
+from conftest import dense_spy  # noqa: E402
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 GRID, TILE = (4, 3), (8, 4)
@@ -67,16 +68,6 @@ def make(primary, secondary, dtype=F32, seed=0):
     return te
 
 
-def dense_spy(monkeypatch):
-    calls = []
-    orig = TiledEvictable._operand
-
-    def spy(self, tensor, purpose="operation"):
-        calls.append(purpose)
-        return orig(self, tensor, purpose)
-
-    monkeypatch.setattr(TiledEvictable, "_operand", spy)
-    return calls
 
 
 LAYOUTS = {
