@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace sw {
@@ -92,6 +93,11 @@ void reset_in_child() {
   c->sleeping = false;
   c->lingering = false;
   c->held = false;
+  // The parent's closer thread may have been waiting on these; it does
+  // not exist here, so the child starts them afresh instead of reusing
+  // state that still counts that waiter (the old ones are abandoned).
+  new (&c->work) std::condition_variable;
+  new (&c->done) std::condition_variable;
   c->m.unlock();
 }
 

@@ -68,6 +68,33 @@ TEST(FdCloser, AForkedChildHasItsOwnCloser) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's descriptor was not closed";
 }
 
+// The parent's closer sleeps on its condition variable at the fork; that
+// thread does not exist in the child, which must still wake its own closer
+// round after round (alarm: a lost wake-up fails instead of hanging).
+TEST(FdCloser, AForkedChildWakesItsCloserRoundAfterRound) {
+  sw::close_in_background(open_null(), 0);
+  sw::wait_background_closes();
+  ::usleep(20000);  // the parent's closer is asleep on its condition variable now
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(20);
+    for (int round = 0; round < 200; ++round) {
+      const int fd = open_null();
+      if (fd < 0) ::_exit(2);
+      sw::close_in_background(fd, 4096);
+      sw::wait_background_closes();
+      if (fd_open(fd)) ::_exit(1);
+      if (round % 50 == 0) ::usleep(5000);  // let the closer fall asleep again
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or died (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(FdCloser, AForkedChildClosesItsCopiesOfQueuedDescriptors) {
   const int fd = open_null();
   ASSERT_GE(fd, 0);
