@@ -12,6 +12,8 @@ import sys
 import textwrap
 import threading
 
+import pytest
+
 import strideweave as sw
 
 F32 = sw.DType.Float32
@@ -236,6 +238,43 @@ def tiled_ramp(n_tiles=4, tile=3):
 
     te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
     return te, sw.Tensor(te, 0, te.canonical_layout())
+
+
+def tiled_on_file(n_tiles=4, tile=8):
+    """A 1-D TiledEvictable whose tiles are all secondary-resident on a
+    FileBacked holding 0, 1, 2, ... (an empty CPU primary), and the full
+    Tensor over it."""
+    import numpy as np
+    from strideweave.carriers.tiled_evictable import TiledEvictable
+
+    n = n_tiles * tile
+    flat = sw.Layout(sw.Shape(n), sw.Stride(1))
+    c = sw.CPU(n, empty=True)
+    np.from_dlpack(sw.Tensor(c, 0, flat))[:] = np.arange(n, dtype=np.float32)
+    fb = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier  # releases c
+    te = TiledEvictable(sw.CPU(0), fb, (n_tiles,), (tile,))
+    return te, sw.Tensor(te, 0, te.canonical_layout())
+
+
+def run_hwm_child(script, timeout=300, **subs):
+    """Runs a HWM_CHILD_PRELUDE script with each NAME in subs replaced by
+    its value; returns the JSON its last output line holds."""
+    import json
+
+    for name, value in subs.items():
+        script = script.replace(name, str(value))
+    proc = run_python(script, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def hwm_only(test):
+    """Marks a peak-memory test: it reads VmHWM (Linux), and ASan keeps
+    freed memory, which makes RSS moot."""
+    test = pytest.mark.skipif(bool(os.environ.get("STRIDEWEAVE_SANITIZED")),
+                              reason="ASan keeps every buffer on its heap and does not return freed memory: "
+                                     "RSS is moot")(test)
+    return pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads and resets /proc/self VmHWM")(test)
 
 
 def dense_spy(monkeypatch):

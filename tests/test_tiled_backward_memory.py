@@ -12,13 +12,9 @@ Run as a script for the report's table (peaks in MB, best-of-5 times in s):
     STRIDEWEAVE_BUILD=build-dev PYTHONPATH=. python tests/test_tiled_backward_memory.py 64 1024 1024
 """
 import json
-import os
 import sys
 
-import numpy as np
-import pytest
-
-from conftest import HWM_CHILD_PRELUDE, run_python
+from conftest import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 
 BACKWARD_CHILD = HWM_CHILD_PRELUDE + r"""
 
@@ -124,16 +120,10 @@ print(json.dumps(out))
 
 
 def backward_child(n_tiles, rows, cols, repeat=0):
-    code = (BACKWARD_CHILD.replace("NTILES", str(n_tiles)).replace("ROWS", str(rows)).replace("COLS", str(cols))
-            .replace("REPEAT", str(repeat)))
-    proc = run_python(code, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_hwm_child(BACKWARD_CHILD, NTILES=n_tiles, ROWS=rows, COLS=cols, REPEAT=repeat)
 
 
-@pytest.mark.skipif(bool(os.environ.get("STRIDEWEAVE_SANITIZED")),
-                    reason="ASan keeps every buffer on its heap and does not return freed memory: RSS is moot")
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads and resets /proc/self VmHWM")
+@hwm_only
 def test_backward_peaks_a_tensor_lower_than_the_dense_path():
     MiB = 1 << 20
     # 48 tiles of 256 x 1024 Float32: a 48 MiB tensor, above the storage

@@ -10,7 +10,6 @@ for the dense path; here on tensors of many tiles, mixed residency and
 several layouts, checked against NumPy; the peak RSS is measured in a child
 process (VmHWM after resetting it)."""
 import json
-import os
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import HWM_CHILD_PRELUDE, FailSecondary, dense_spy, run_python
+from conftest import HWM_CHILD_PRELUDE, FailSecondary, dense_spy, hwm_only, run_hwm_child
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -377,16 +376,10 @@ print(json.dumps(out))
 
 
 def rss_child(n_tiles, rows, cols, repeat=0):
-    code = RSS_CHILD.replace("NTILES", str(n_tiles)).replace("ROWS", str(rows)).replace("COLS", str(cols))
-    code = code.replace("REPEAT", str(repeat))
-    proc = run_python(code, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_hwm_child(RSS_CHILD, NTILES=n_tiles, ROWS=rows, COLS=cols, REPEAT=repeat)
 
 
-@pytest.mark.skipif(bool(os.environ.get("STRIDEWEAVE_SANITIZED")),
-                    reason="ASan keeps every buffer on its heap and does not return freed memory: RSS is moot")
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads and resets /proc/self VmHWM")
+@hwm_only
 def test_peak_memory_is_about_a_tile_beyond_the_result():
     MiB = 1 << 20
     n_tiles, tile = 32, 256 * 1024  # 32 tiles of 256 x 1024 Float32 (1 MiB): a 32 MiB tensor

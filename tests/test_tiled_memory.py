@@ -11,7 +11,6 @@ promotion and never shrunk: both checks below fail on that."""
 import os
 import sys
 
-import numpy as np
 import pytest
 
 import strideweave as sw
@@ -19,19 +18,13 @@ from strideweave.carriers._tiled_work import _POOL_TILES
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
-from conftest import FailingOp, FailPrimary, FailSecondary, run_python
+from conftest import FailingOp, FailPrimary, FailSecondary, run_python, tiled_on_file
 
 F32 = sw.DType.Float32
 
 
 def on_file(n_tiles, tile):
-    """Every tile secondary-resident on a FileBacked holding 0, 1, 2, ..."""
-    n = n_tiles * tile
-    flat = sw.Layout(sw.Shape(n), sw.Stride(1))
-    c = sw.CPU(n, empty=True)
-    np.from_dlpack(sw.Tensor(c, 0, flat))[:] = np.arange(n, dtype=np.float32)
-    fb = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier
-    return TiledEvictable(sw.CPU(0), fb, (n_tiles,), (tile,))
+    return tiled_on_file(n_tiles, tile)[0]
 
 
 def tiles(ks):

@@ -14,20 +14,13 @@ import strideweave as sw
 from strideweave import _core
 from strideweave.carriers import _tiled_work as tw
 from strideweave.carriers import tiled_evictable as tev
-from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
+from strideweave.carriers.tiled_evictable import TileSelection, TileSet
+from conftest import tiled_on_file  # noqa: E402
 
 F32 = sw.DType.Float32
 
 
-def on_file(n_tiles=4, tile=8):
-    """Every tile secondary-resident on a FileBacked holding 0, 1, 2, ..."""
-    n = n_tiles * tile
-    flat = sw.Layout(sw.Shape(n), sw.Stride(1))
-    c = sw.CPU(n, empty=True)
-    np.from_dlpack(sw.Tensor(c, 0, flat))[:] = np.arange(n, dtype=np.float32)
-    fb = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier
-    te = TiledEvictable(sw.CPU(0), fb, (n_tiles,), (tile,))
-    return te, sw.Tensor(te, 0, te.canonical_layout())
+on_file = tiled_on_file
 
 
 def values(t, n):

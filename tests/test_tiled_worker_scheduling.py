@@ -5,12 +5,12 @@ import os
 import sys
 import threading
 
-import numpy as np
 import pytest
 
 import strideweave as sw
 from strideweave.carriers import _tiled_work as tw
-from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection
+from strideweave.carriers.tiled_evictable import TileSelection
+from conftest import tiled_on_file  # noqa: E402
 
 F32 = sw.DType.Float32
 
@@ -23,14 +23,7 @@ def workers():
     return [t for t in threading.enumerate() if t.name.startswith("strideweave-tiled-")]
 
 
-def on_file(n_tiles=4, tile=8):
-    n = n_tiles * tile
-    flat = sw.Layout(sw.Shape(n), sw.Stride(1))
-    c = sw.CPU(n, empty=True)
-    np.from_dlpack(sw.Tensor(c, 0, flat))[:] = np.arange(n, dtype=np.float32)
-    fb = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier
-    te = TiledEvictable(sw.CPU(0), fb, (n_tiles,), (tile,))
-    return te, sw.Tensor(te, 0, te.canonical_layout())
+on_file = tiled_on_file
 
 
 @linux_only

@@ -1,6 +1,7 @@
 // Builders shared by the engine tests: int trees, flat layouts, ramps and
 // host endpoints (one definition instead of a copy per test file).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <numeric>
 #include <utility>
@@ -39,6 +40,13 @@ inline std::vector<float> iota(size_t n, float first = 1.0f) {
   std::iota(v.begin(), v.end(), first);
   return v;
 }
+
+// An export owner that counts its releases (the DLPack tests' deleter
+// argument): release_counting(&owner) adds one.
+struct Owner {
+  std::atomic<int> releases{0};
+};
+inline void release_counting(void* o) noexcept { static_cast<Owner*>(o)->releases.fetch_add(1); }
 
 // v's data as a host span of Float32 slots.
 inline sw::CopyEndpoint host(std::vector<float>& v) { return sw::CopyEndpoint::host_span(v.data(), 4); }

@@ -9,18 +9,16 @@
 #include <thread>
 #include <vector>
 
+#include "builders.hpp"
 #include "dlpack_export.hpp"
 
 using sw::IntTree;
 using sw::Layout;
 namespace dl = sw::dlpack;
+using swtest::Owner;
+using swtest::release_counting;
 
 namespace {
-
-struct Owner {
-  std::atomic<int> releases{0};
-};
-void release_counting(void* o) noexcept { static_cast<Owner*>(o)->releases.fetch_add(1); }
 
 // A rank-`rank` layout whose extents and strides identify `tag`.
 Layout tagged(int rank, int64_t tag) {

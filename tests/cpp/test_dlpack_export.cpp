@@ -16,13 +16,10 @@ using swtest::N;
 using sw::IntTree;
 using sw::Layout;
 namespace dl = sw::dlpack;
+using swtest::Owner;
+using swtest::release_counting;
 
 namespace {
-
-struct Owner {
-  std::atomic<int> releases{0};
-};
-void release_counting(void* o) noexcept { static_cast<Owner*>(o)->releases.fetch_add(1); }
 
 dl::ExportSpec spec_for(const Layout& l, void* data, uint64_t byte_offset = 0) {
   dl::ExportSpec s;
