@@ -11,7 +11,7 @@ import pytest
 import conftest
 import strideweave as sw
 
-pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install strideweave[tensorstore])")
+pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
 np = pytest.importorskip("numpy")
 
 from strideweave.carriers import tensorstore as tsc  # noqa: E402
@@ -342,7 +342,11 @@ except ImportError as e:
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert "IMPORTERROR" in r.stdout and "pip install strideweave[tensorstore]" in r.stdout
+    # Names the extra and an install line that works: the public index's
+    # `strideweave` is another project, so never `pip install strideweave[...]`.
+    assert "IMPORTERROR" in r.stdout and "tensorstore extra" in r.stdout
+    assert "pip install tensorstore" in r.stdout and 'pip install ".[tensorstore]"' in r.stdout
+    assert "pip install strideweave" not in r.stdout
 
 
 def test_nothing_else_imports_tensorstore():

@@ -9,9 +9,10 @@
 #      may be linked), then twine check;
 #   4. each wheel installed into a fresh venv of its Python with the test
 #      dependencies and the optional consumers that have a wheel for that
-#      Python on this machine's index (torch only as torch==2.13.0 on 3.11:
-#      the other torch wheels are multi-GB downloads), then, from a directory
-#      outside the clone, the demo and the pytest suite of the sdist against
+#      Python on this machine's index (tools/install_test_deps.sh; torch only
+#      as torch==2.13.0 on 3.11: the other torch wheels are multi-GB
+#      downloads), then tools/test_installed.sh: from a directory outside
+#      the clone, the demo and the pytest suite of the unpacked sdist against
 #      the installed wheel (no build directory of the source tree is used).
 #
 # Prints one line per wheel (tag, size, test result) and leaves the repaired
@@ -119,34 +120,26 @@ for v in $versions; do
   plat=$(basename "$whl" .whl | cut -d- -f5)
   size=$(python -c "import os,sys; print(f'{os.path.getsize(sys.argv[1]) / 1024:.0f} KiB')" "$whl")
 
-  echo "== $tag: install into a fresh venv and test"
-  "$vpy" -m pip install -q "$whl" pytest hypothesis "numpy>=2.1" >>"$log" 2>&1
-  absent=()
-  optional=(jax tensorstore apache-tvm-ffi zarr "moto[server]" mypy)
-  [ "$v" = 3.11 ] && optional=(torch==2.13.0 "${optional[@]}")
-  for pkg in "${optional[@]}"; do
-    # --only-binary: a consumer without a wheel for this Python is left out
-    # (its tests skip), never built from source.
-    "$vpy" -m pip install -q --only-binary=:all: "$pkg" >>"$log" 2>&1 || absent+=("$pkg")
-  done
-  [ ${#absent[@]} -eq 0 ] || echo "   not installed (no wheel for $tag here): ${absent[*]}"
+  echo "== $tag: install into a fresh venv and test (demo and pytest from outside the clone)"
+  "$vpy" -m pip install -q "$whl" >>"$log" 2>&1
+  torch=0
+  [ "$v" = 3.11 ] && torch=1
   run="$work/run-$tag"
   mkdir "$run"
-  result=""
-  if ! (cd "$run" && "$vpy" -P -m strideweave --version && "$vpy" -P -m strideweave >"$run/demo.out" 2>&1); then
-    tail -20 "$run/demo.out"; result="demo FAILED; "; failed=1
-  fi
+  # The venv's python first on PATH: both scripts run `python`.
+  PATH="$work/venv-$tag/bin:$PATH" STRIDEWEAVE_TEST_TORCH=$torch bash tools/install_test_deps.sh
   set +e
   # shellcheck disable=SC2086
-  (cd "$run" && "$vpy" -P -m pytest "$src/tests" -q -p no:cacheprovider ${PYTEST_ARGS:-}) >"$run/pytest.out" 2>&1
+  PATH="$work/venv-$tag/bin:$PATH" bash tools/test_installed.sh "$src" ${PYTEST_ARGS:-} >"$run/pytest.out" 2>&1
   status=$?
   set -e
   counts=$(grep -E "^=*[ ]*[0-9]+ (passed|failed|error)" "$run/pytest.out" | tail -1 | sed -E 's/=//g; s/^ +| +$//g')
   if [ $status -ne 0 ]; then
+    tail -5 "$run/pytest.out"
     grep -E "^(FAILED|ERROR)" "$run/pytest.out" | head -20
-    failed=1; result+="pytest FAILED (${counts:-exit $status})"
+    failed=1; result="FAILED (${counts:-exit $status})"
   else
-    result+="demo ok, pytest ${counts}"
+    result="demo ok, pytest ${counts}"
   fi
   cp "$run/pytest.out" "$dist/pytest-$tag.log"
   summary+=("$tag  $plat  $size  $result")
