@@ -107,6 +107,11 @@ def f32(x):
 
 # ------------------------------------------------------------ subprocesses
 
+# -P (Python 3.11+): a child's working directory is not put on sys.path, so a
+# checkout's strideweave/ cannot shadow the imported package. Python 3.10 has
+# no -P; children there run from directories without a strideweave/ anyway.
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
+
 
 def child_env(extra=None, pythonpath=()):
     """The environment of a child that must import the same strideweave as

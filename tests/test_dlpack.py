@@ -648,6 +648,12 @@ def test_jax_consumer_int32_and_column_major_values():
     a = jnp.from_dlpack(ti)
     assert a.dtype == jnp.int32
     assert a.unsafe_buffer_pointer() == ti.carrier.pointer()
+    import jax
+
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 7):
+        # Consumer-side bug, not an export one: JAX 0.6 (the last release for
+        # Python 3.10) reads a column-major import as row-major (its issue 17784).
+        pytest.skip(f"JAX {jax.__version__} ignores DLPack strides on import")
     # First-mode-fastest canonical layout: JAX may copy, values must match.
     tc = sw.Tensor(cpu_carrier(range(6)), 0, sw.Layout.canonical(sw.Shape([2, 3])))
     assert np.asarray(jnp.from_dlpack(tc)).tolist() == [[tc[(i, j)] for j in range(3)] for i in range(2)]

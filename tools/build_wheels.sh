@@ -65,7 +65,8 @@ tar -tzf "$sdist" >"$work/sdist.list"
 for f in LICENSE subprojects/dlpack/LICENSE PKG-INFO meson.build tests/conftest.py; do
   grep -q "^[^/]*/$f\$" "$work/sdist.list" || { echo "sdist lacks $f"; exit 1; }
 done
-twine check --strict "$sdist" | tail -1
+twine check --strict "$sdist" >"$work/twine.log" 2>&1 || { cat "$work/twine.log"; exit 1; }
+echo "   twine check: PASSED"
 mkdir "$work/src"
 tar -xzf "$sdist" -C "$work/src"
 src=$(echo "$work"/src/strideweave-*)
@@ -114,7 +115,10 @@ for v in $versions; do
   if ! check_wheel_contents "$whl"; then
     summary+=("$tag  $(basename "$whl")  contents FAILED"); failed=1; continue
   fi
-  twine check --strict "$whl" | tail -1
+  if ! twine check --strict "$whl" >>"$log" 2>&1; then
+    tail -10 "$log"; summary+=("$tag  $(basename "$whl")  twine check FAILED"); failed=1; continue
+  fi
+  echo "   twine check: PASSED"
   rm -f "$dist"/strideweave-*-"$tag"-*.whl
   cp "$whl" "$dist/"
   plat=$(basename "$whl" .whl | cut -d- -f5)
@@ -133,9 +137,9 @@ for v in $versions; do
   PATH="$work/venv-$tag/bin:$PATH" bash tools/test_installed.sh "$src" ${PYTEST_ARGS:-} >"$run/pytest.out" 2>&1
   status=$?
   set -e
-  counts=$(grep -E "^=*[ ]*[0-9]+ (passed|failed|error)" "$run/pytest.out" | tail -1 | sed -E 's/=//g; s/^ +| +$//g')
+  counts=$(grep -E "^=*[ ]*[0-9]+ (passed|failed|error)" "$run/pytest.out" | tail -1 | sed -E 's/=//g; s/^ +| +$//g' || true)
   if [ $status -ne 0 ]; then
-    tail -5 "$run/pytest.out"
+    tail -15 "$run/pytest.out"
     grep -E "^(FAILED|ERROR)" "$run/pytest.out" | head -20
     failed=1; result="FAILED (${counts:-exit $status})"
   else
