@@ -630,6 +630,14 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
   return 0;
 }
 
+int dlpack_parse_pair(PyObject* o, const char* what, sw::dlpack::IntPair* out) { return parse_pair(o, what, out); }
+
+PyObject* dlpack_cpu_device() {
+  PyObject* d = device_tuple(Device{kDLCPU, 0});
+  Py_XDECREF(d);  // the module state keeps it
+  return d;
+}
+
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_is_multi(self) && tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   uintptr_t pointer = 0;
@@ -640,7 +648,8 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
 }
 
 int dlpack_module_init(PyObject*) {
-  // No public names: DLPack is export-only (no from_dlpack of any kind).
+  // No public names: the export is Tensor's methods; the import,
+  // strideweave.from_dlpack, is dlpack_import.cpp.
   return 0;
 }
 

@@ -47,4 +47,11 @@ inline void restore_raised(PyObject* exc) {
 #endif
 }
 
+// The attribute name of type (through its MRO) as a borrowed reference,
+// or NULL without an exception: a type-level protocol lookup
+// (type(x).__dlpack_c_exchange_api__) that costs a method-cache probe and
+// never builds an AttributeError. _PyType_Lookup is the spelling from 3.10
+// to 3.13 (PyType_Lookup is not public).
+inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
+
 }  // namespace swpy::compat
