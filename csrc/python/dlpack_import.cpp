@@ -401,11 +401,8 @@ PyObject* import(PyObject* x, const Request& req) {
   return copy_result(v, std::move(m));
 }
 
-PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (nargs != 1) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)", nargs);
-    return nullptr;
-  }
+PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject* device = nullptr;
   PyObject* copy = nullptr;
   const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -415,7 +412,11 @@ PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
     if (key == names().copy || PyUnicode_CompareWithASCIIString(key, "copy") == 0) slot = &copy;
     else if (PyUnicode_CompareWithASCIIString(key, "device") == 0) slot = &device;
     if (!slot) {
-      PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'", key);
+      if (PyUnicode_CompareWithASCIIString(key, "x") == 0)
+        PyErr_SetString(PyExc_TypeError,
+                        "from_dlpack() got some positional-only arguments passed as keyword arguments: 'x'");
+      else
+        PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'", key);
       return nullptr;
     }
     if (*slot) {
@@ -423,6 +424,10 @@ PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
       return nullptr;
     }
     *slot = args[nargs + k];
+  }
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)", nargs);
+    return nullptr;
   }
   Request req;
   if (parse_device(device, &req.device) < 0 || parse_copy(copy, &req.copy) < 0) return nullptr;
