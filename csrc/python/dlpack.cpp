@@ -55,9 +55,18 @@ void decref_preserving_error(PyObject* o) {
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
 // possibly on a thread without the GIL (ctypes, another runtime's worker), so
 // it takes the GIL itself and preserves whatever exception is pending on this
-// thread (a capsule often dies while an exception unwinds a frame).
+// thread (a capsule often dies while an exception unwinds a frame). A thread
+// that holds the GIL drops it even while the interpreter finalizes (a NumPy
+// view freed with its module's globals): the Tensor then dies too, and with
+// it any producer memory from_dlpack adopted; only a thread without the GIL
+// leaks the reference once finalization began.
 void release_tensor_ref(void* owner) noexcept {
-  if (!owner || !interpreter_alive()) return;
+  if (!owner) return;
+  if (compat::thread_holds_gil()) {
+    decref_preserving_error(static_cast<PyObject*>(owner));
+    return;
+  }
+  if (!interpreter_alive()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
   decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
