@@ -432,6 +432,19 @@ def test_an_instance_level_dlpack_method_counts():
     assert sw.from_dlpack(e).tolist() == [4.0]
 
 
+def test_an_exchange_api_that_fails_or_does_not_fit_leaves_the_protocol():
+    class Borrowed(Producer):  # StrideWeave's API refuses objects that are not Tensors
+        __dlpack_c_exchange_api__ = sw.Tensor.__dlpack_c_exchange_api__
+
+    class NotACapsule(Producer):
+        __dlpack_c_exchange_api__ = 5
+
+    for cls in (Borrowed, NotACapsule):
+        p = cls([1.0, 2.0], [2])
+        assert sw.from_dlpack(p).tolist() == [1.0, 2.0]
+        assert p.calls == [{"max_version": (1, 3)}], cls
+
+
 def test_dlpack_must_return_a_capsule():
     class NotACapsule:
         def __dlpack__(self, **kw):

@@ -225,14 +225,14 @@ int acquire(PyObject* x, const Request& req, dl::ImportedTensor* out) {
   if (PyCapsule_CheckExact(x)) return consume_capsule(x, out);
   if (const DLPackExchangeAPI* api = exchange_api_of(Py_TYPE(x))) {
     DLManagedTensorVersioned* m = nullptr;
-    if (api->managed_tensor_from_py_object_no_sync(x, &m) != 0 || !m) {
-      if (!PyErr_Occurred())
-        PyErr_Format(PyExc_BufferError, "from_dlpack(): the DLPack exchange API of %.100s exported nothing",
-                     type_name(x));
-      return -1;
+    if (api->managed_tensor_from_py_object_no_sync(x, &m) == 0 && m) {
+      *out = dl::ImportedTensor::versioned(m);
+      return 0;
     }
-    *out = dl::ImportedTensor::versioned(m);
-    return 0;
+    // The C path refused (torch reports its C++ error, stack and all, as a
+    // RuntimeError): the protocol gives the producer's own Python-level
+    // answer, a refusal with its proper type or a capsule after all.
+    PyErr_Clear();
   }
   return protocol_import(x, req.device, req.copy, out);
 }
