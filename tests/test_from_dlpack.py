@@ -544,6 +544,13 @@ def test_a_bool_strideweave_tensor_is_refused_by_its_export():
         sw.from_dlpack(t)
 
 
+def test_tensor_points_dlpack_data_to_from_dlpack():
+    with pytest.raises(TypeError, match=r"strideweave.from_dlpack\(x\) imports it"):
+        sw.tensor(np.arange(2, dtype=np.float32).__dlpack__())
+    with pytest.raises(TypeError, match=r"strideweave.from_dlpack\(x\) imports it"):
+        sw.tensor(Producer([1.0], [1]))
+
+
 # ------------------------------------------------------------ arguments
 
 
