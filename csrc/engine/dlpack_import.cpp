@@ -109,9 +109,8 @@ const char* conversion_target(DLDataType t) noexcept {
   return "float32";
 }
 
-int64_t ImportView::stride(int32_t i) const noexcept {
-  if (strides) return strides[i];
-  int64_t s = 1;  // row-major; fits: the size did
+int64_t ImportView::row_major_stride(int32_t i) const noexcept {
+  int64_t s = 1;  // fits: the size did
   for (int32_t k = ndim - 1; k > i; --k) s *= shape[k] > 0 ? shape[k] : 1;
   return s;
 }
@@ -127,26 +126,28 @@ ImportView inspect_import(const DLTensor& t) noexcept {
   if (t.ndim > 0 && !t.shape) return malformed(v, "no shape array");
   v.shape = t.shape;
   v.strides = t.strides;
-  bool empty = false;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) return malformed(v, "a negative extent");
-    empty = empty || t.shape[i] == 0;
-  }
-  // The size, and the span a view covers from its first element.
+  // The size, and the span a view covers from its first element, in one
+  // pass (this runs on every import). An extent of 0 empties the tensor
+  // whatever the others multiply to, so size overflow is judged after.
   int64_t size = 1, reach = 0;
-  bool negative = false, too_large = false;
+  bool empty = false, negative = false, size_overflow = false, span_overflow = false;
   for (int32_t i = 0; i < t.ndim; ++i) {
     const int64_t e = t.shape[i];
-    if (!empty && !mul_ok(size, e, &size)) too_large = true;
-    if (e <= 1) continue;
+    if (e <= 1) {
+      if (e < 0) return malformed(v, "a negative extent");
+      empty = empty || e == 0;
+      continue;
+    }
+    size_overflow = size_overflow || !mul_ok(size, e, &size);
     const int64_t s = v.stride(i);
     if (s < 0) {
       negative = true;
       continue;
     }
     int64_t r;
-    if (!mul_ok(s, e - 1, &r) || !add_ok(reach, r, &reach)) too_large = true;
+    span_overflow = span_overflow || !mul_ok(s, e - 1, &r) || !add_ok(reach, r, &reach);
   }
+  const bool too_large = !empty && (size_overflow || span_overflow);
   if (too_large) {
     v.check = ImportCheck::TooLarge;
     return v;
@@ -179,10 +180,7 @@ ImportView inspect_import(const DLTensor& t) noexcept {
 
 void import_leaves(const ImportView& v, std::vector<LeafMode>* out) {
   out->resize(static_cast<size_t>(v.ndim));
-  for (int32_t i = 0; i < v.ndim; ++i) {
-    const int64_t s = v.stride(i);
-    (*out)[static_cast<size_t>(i)] = LeafMode{v.shape[i], v.shape[i] <= 1 && s < 0 ? 0 : s};
-  }
+  for (int32_t i = 0; i < v.ndim; ++i) (*out)[static_cast<size_t>(i)] = v.leaf(i);
 }
 
 void row_major_leaves(const ImportView& v, std::vector<LeafMode>* out) {

@@ -107,7 +107,13 @@ struct ImportView {
   const char* malformed = nullptr;   // why, for ImportCheck::Malformed
 
   // Element stride of mode i (the given one, or row-major).
-  int64_t stride(int32_t i) const noexcept;
+  int64_t stride(int32_t i) const noexcept { return strides ? strides[i] : row_major_stride(i); }
+  // Leaf mode i of the view's Layout (see import_leaves).
+  LeafMode leaf(int32_t i) const noexcept {
+    const int64_t s = stride(i);
+    return LeafMode{shape[i], shape[i] <= 1 && s < 0 ? 0 : s};
+  }
+  int64_t row_major_stride(int32_t i) const noexcept;
 };
 
 // Reads and checks t. Only shape and strides are read (host arrays, as

@@ -158,36 +158,57 @@ const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
   return api;
 }
 
+// How x's __dlpack__ is called: looked up on each call (callable NULL), an
+// unbound method of x's type called with x first (with_self), or a bound
+// callable found on the instance.
+struct DlpackMethod {
+  Ref callable;
+  bool with_self = false;
+};
+
 // x.__dlpack__(max_version=(1, 3)[, dl_device=(1, 0)][, copy=...]) and the
-// TypeError fallback to x.__dlpack__(). method is x's bound __dlpack__ when
-// it was found on the instance only, else NULL (looked up on the call).
-PyObject* call_dlpack(PyObject* x, PyObject* method, bool dl_device, Copy copy) {
+// TypeError fallback to x.__dlpack__().
+PyObject* call_dlpack(PyObject* x, const DlpackMethod& m, bool dl_device, Copy copy) {
   DlpackImportState& st = state();
+  // stack[0] is the slot vectorcall may borrow (PY_VECTORCALL_ARGUMENTS_OFFSET);
+  // x is stack[1], the keyword values follow.
   PyObject* stack[5] = {nullptr, x, st.max_version, nullptr, nullptr};
   Py_ssize_t nkw = 1;
   if (dl_device) stack[2 + nkw++] = dlpack_cpu_device();
   if (copy != Copy::Unset) stack[2 + nkw++] = copy == Copy::Yes ? Py_True : Py_False;
   PyObject* kwnames = st.kwnames[(dl_device ? 1 : 0) | (copy != Copy::Unset ? 2 : 0)];
-  // stack[0] (and stack[1] for a bound method) is the slot vectorcall may
-  // borrow (PY_VECTORCALL_ARGUMENTS_OFFSET).
-  PyObject* r = method ? PyObject_Vectorcall(method, stack + 2, 0 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames)
-                       : PyObject_VectorcallMethod(names().dunder_dlpack, stack + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                   kwnames);
+  const size_t self_arg = 1 | PY_VECTORCALL_ARGUMENTS_OFFSET;
+  PyObject* r;
+  if (!m.callable)
+    r = PyObject_VectorcallMethod(names().dunder_dlpack, stack + 1, self_arg, kwnames);
+  else if (m.with_self)
+    r = PyObject_Vectorcall(m.callable.get(), stack + 1, self_arg, kwnames);
+  else
+    r = PyObject_Vectorcall(m.callable.get(), stack + 2, PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
   if (r || !PyErr_ExceptionMatches(PyExc_TypeError)) return r;
   // A producer that predates max_version (and dl_device, copy): its legacy
   // capsule is imported read-only, and the device and copy demands are
   // enforced here instead.
   PyErr_Clear();
-  return method ? PyObject_CallNoArgs(method) : PyObject_CallMethodNoArgs(x, names().dunder_dlpack);
+  if (!m.callable) return PyObject_CallMethodNoArgs(x, names().dunder_dlpack);
+  if (m.with_self) return PyObject_CallOneArg(m.callable.get(), x);
+  return PyObject_CallNoArgs(m.callable.get());
 }
 
 // The consumer protocol: a capsule from x.__dlpack__, consumed into *out.
 int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* out) {
-  Ref method;
-  if (!compat::type_lookup(Py_TYPE(x), names().dunder_dlpack)) {
+  DlpackMethod method;
+  PyObject* descr = compat::type_lookup(Py_TYPE(x), names().dunder_dlpack);
+  if (descr && Py_TYPE(x)->tp_dictoffset == 0 && PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR)) {
+    // A plain method of a type without instance dicts (ndarray): nothing
+    // can shadow it, so it is called unbound with x first, as
+    // PyObject_VectorcallMethod would after finding it again.
+    method.callable = Ref::borrow(descr);
+    method.with_self = true;
+  } else if (!descr) {
     // Not on the type: an instance attribute (or __getattr__) still counts.
-    method = Ref::steal(PyObject_GetAttr(x, names().dunder_dlpack));
-    if (!method) {
+    method.callable = Ref::steal(PyObject_GetAttr(x, names().dunder_dlpack));
+    if (!method.callable) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
       PyErr_Format(PyExc_TypeError,
@@ -198,12 +219,12 @@ int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* 
       return -1;
     }
   }
-  Ref capsule = Ref::steal(call_dlpack(x, method.get(), dl_device, copy));
+  Ref capsule = Ref::steal(call_dlpack(x, method, dl_device, copy));
   if (!capsule && copy == Copy::Yes && PyErr_ExceptionMatches(PyExc_BufferError)) {
     // A producer that cannot copy (tvm-ffi: "copy not yet supported"): take
     // the alias and copy here. If that fails too, the first refusal stands.
     PyObject* refusal = compat::take_raised();
-    capsule = Ref::steal(call_dlpack(x, method.get(), dl_device, Copy::Unset));
+    capsule = Ref::steal(call_dlpack(x, method, dl_device, Copy::Unset));
     if (!capsule) {
       PyErr_Clear();
       compat::restore_raised(refusal);
@@ -239,19 +260,39 @@ int acquire(PyObject* x, const Request& req, dl::ImportedTensor* out) {
 
 // ---------------------------------------------------------------- results
 
-// The Layout of leaves, from the cache when recent imports had the same
-// modes. New reference or NULL.
-PyObject* layout_for(const std::vector<sw::LeafMode>& leaves) {
+// True when entry holds the leaves of view v (its own, or row-major ones).
+bool same_leaves(const DlpackImportState::LayoutEntry& e, const dl::ImportView& v, bool row_major) {
+  if (!e.layout || e.leaves.size() != static_cast<size_t>(v.ndim)) return false;
+  int64_t s = 1;
+  for (int32_t i = v.ndim; i-- > 0;) {
+    const sw::LeafMode want = row_major ? sw::LeafMode{v.shape[i], s} : v.leaf(i);
+    if (!(e.leaves[static_cast<size_t>(i)] == want)) return false;
+    if (row_major) s *= v.shape[i] > 0 ? v.shape[i] : 1;
+  }
+  return true;
+}
+
+// The Layout of view v (its own leaves, or the row-major ones a copy gets),
+// from the cache when a recent import had the same modes. New reference or
+// NULL.
+PyObject* layout_for(const dl::ImportView& v, bool row_major) {
   DlpackImportState& st = state();
   for (auto& e : st.layouts)
-    if (e.layout && e.leaves == leaves) return Py_NewRef(e.layout);
+    if (same_leaves(e, v, row_major)) return Py_NewRef(e.layout);
   sw::Layout l;
-  if (engine_call([&] { l = dl::flat_layout(leaves); }) < 0) return nullptr;
+  if (engine_call([&] {
+        if (row_major)
+          dl::row_major_leaves(v, &st.scratch);
+        else
+          dl::import_leaves(v, &st.scratch);
+        l = dl::flat_layout(st.scratch);
+      }) < 0)
+    return nullptr;
   PyObject* obj = layout_from_engine(l);
   if (!obj) return nullptr;
   auto& slot = st.layouts[st.next_layout];
   st.next_layout = (st.next_layout + 1) % DlpackImportState::kLayouts;
-  if (engine_call([&] { slot.leaves = leaves; }) < 0) {
+  if (engine_call([&] { slot.leaves = st.scratch; }) < 0) {
     Py_DECREF(obj);
     return nullptr;
   }
@@ -264,9 +305,7 @@ PyObject* layout_for(const std::vector<sw::LeafMode>& leaves) {
 // A zero-size array has nothing to view: it gets empty storage of its own
 // and the producer's tensor goes back at once.
 PyObject* view_result(const dl::ImportView& v, dl::ImportedTensor m, bool read_only) {
-  DlpackImportState& st = state();
-  if (engine_call([&] { dl::import_leaves(v, &st.scratch); }) < 0) return nullptr;
-  Ref layout = Ref::steal(layout_for(st.scratch));
+  Ref layout = Ref::steal(layout_for(v, /*row_major=*/false));
   if (!layout) return nullptr;
   Ref carrier;
   if (v.size == 0) {
@@ -276,15 +315,14 @@ PyObject* view_result(const dl::ImportView& v, dl::ImportedTensor m, bool read_o
     carrier = Ref::steal(cpu_adopt(v.first, static_cast<Py_ssize_t>(v.span), v.dtype, !read_only, m.hand_over()));
   }
   if (!carrier) return nullptr;
-  return tensor_new(carrier.get(), 0, layout.get());
+  // The carrier's span is the layout's cosize by construction.
+  return tensor_over_native(carrier.get(), layout.get(), v.dtype);
 }
 
 // A Tensor over fresh, mutable, row-major storage holding a copy; the
 // producer's tensor goes back as soon as the copy is done.
 PyObject* copy_result(const dl::ImportView& v, dl::ImportedTensor m) {
-  DlpackImportState& st = state();
-  if (engine_call([&] { dl::row_major_leaves(v, &st.scratch); }) < 0) return nullptr;
-  Ref layout = Ref::steal(layout_for(st.scratch));
+  Ref layout = Ref::steal(layout_for(v, /*row_major=*/true));
   if (!layout) return nullptr;
   Ref carrier = Ref::steal(cpu_new(static_cast<Py_ssize_t>(v.size), v.dtype, true, /*empty=*/true));
   if (!carrier) return nullptr;
@@ -298,7 +336,7 @@ PyObject* copy_result(const dl::ImportView& v, dl::ImportedTensor m) {
   }
   if (rc < 0) return nullptr;
   m.reset();
-  return tensor_new(carrier.get(), 0, layout.get());
+  return tensor_over_native(carrier.get(), layout.get(), v.dtype);
 }
 
 // "(2, 0)" for messages.
