@@ -1,6 +1,7 @@
 """The first five minutes: the source package finds the installed compiled
 core when run from a clone's root, and the demo runs."""
 import importlib.machinery
+import importlib.util
 import os
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def _check_demo_output(out):
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert "NumPy  np.from_dlpack(x):    same memory=True" in text
+    assert "NumPy  sw.from_dlpack(b[:, 1:]): same memory=True" in text  # the way back
     assert "equal to a: True" in text and "values intact: True" in text
     assert "backward through both moves" in text and "move.complete" in text
     trace = text.rsplit("trace written: ", 1)[1].split(" ", 1)[0]
@@ -81,7 +83,12 @@ def test_the_demo_runs_from_the_clone_root():
     env = dict(os.environ)
     if env.get("STRIDEWEAVE_BUILD"):
         env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    _check_demo_output(_run_demo(env))
+    out = _run_demo(env)
+    _check_demo_output(out)
+    if importlib.util.find_spec("torch") is not None:
+        assert "PyTorch sw.from_dlpack(t[4:]): same memory=True" in out.stdout
+    if importlib.util.find_spec("jax") is not None:
+        assert "JAX    sw.from_dlpack(j):      same memory=True, read-only=True" in out.stdout
 
 
 def test_the_readme_command_uses_the_installed_core_from_the_clone_root():
