@@ -122,6 +122,14 @@ def test_zero_size_arrays(shape):
         t[tuple(0 for _ in shape)]
 
 
+def test_a_zero_size_array_with_a_negative_stride_needs_no_copy():
+    # (NumPy zeroes an empty array's strides itself; the producer keeps them.)
+    before = deleted()
+    t = sw.from_dlpack(producer_capsule([], [0, 3], [3, -1]), copy=False)
+    assert t.size() == 0 and leaves(t) == [(0, 3), (3, 0)]
+    assert deleted() == before + 1
+
+
 def test_a_zero_size_array_gives_the_producer_back_at_once():
     before = deleted()
     t = sw.from_dlpack(producer_capsule([], [3, 0], [0, 1]))

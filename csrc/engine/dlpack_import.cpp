@@ -172,7 +172,8 @@ ImportView inspect_import(const DLTensor& t) noexcept {
       __builtin_add_overflow(first, static_cast<uintptr_t>(span_bytes), &end))
     return malformed(v, "a byte_offset past the end of the address space");
   v.first = reinterpret_cast<unsigned char*>(first);
-  if (negative) v.check = ImportCheck::NegativeStride;
+  // Without elements nothing is read: any strides and any address view.
+  if (negative && v.size > 0) v.check = ImportCheck::NegativeStride;
   else if (v.size > 0 && first % static_cast<uintptr_t>(item) != 0) v.check = ImportCheck::Misaligned;
   else v.check = ImportCheck::View;
   return v;

@@ -111,7 +111,7 @@ struct ImportView {
   // Leaf mode i of the view's Layout (see import_leaves).
   LeafMode leaf(int32_t i) const noexcept {
     const int64_t s = stride(i);
-    return LeafMode{shape[i], shape[i] <= 1 && s < 0 ? 0 : s};
+    return LeafMode{shape[i], (shape[i] <= 1 || size == 0) && s < 0 ? 0 : s};
   }
   int64_t row_major_stride(int32_t i) const noexcept;
 };
@@ -121,8 +121,9 @@ struct ImportView {
 ImportView inspect_import(const DLTensor& t) noexcept;
 
 // The leaf modes of a view's Layout, mode i being dimension i with its
-// extent and element stride; a negative stride on a mode of extent <= 1
-// (which no coordinate moves along) reads as 0. Precondition: check is View
+// extent and element stride; a negative stride on a mode of extent <= 1, or
+// of a view without elements (where no coordinate moves along it), reads
+// as 0. Precondition: check is View
 // (or a copy's row-major strides are wanted: see row_major_leaves).
 void import_leaves(const ImportView& v, std::vector<LeafMode>* out);
 // The compact row-major leaves of the view's shape (what a copy gets, as

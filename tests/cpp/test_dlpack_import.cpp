@@ -105,6 +105,12 @@ TEST(DlpackImport, RankZeroAndZeroSize) {
   std::vector<LeafMode> leaves;
   dl::import_leaves(v, &leaves);
   EXPECT_EQ(dl::flat_layout(leaves).size(), 0);
+  // Without elements, a negative stride reads nothing: still a view.
+  int64_t reversed[] = {3, -1};
+  v = dl::inspect_import(tensor(nullptr, empty, reversed));
+  EXPECT_EQ(v.check, ImportCheck::View);
+  dl::import_leaves(v, &leaves);
+  EXPECT_EQ(leaves, (std::vector<LeafMode>{{0, 3}, {3, 0}}));
 }
 
 TEST(DlpackImport, WhatACopyResolves) {
