@@ -139,9 +139,20 @@ int consume_capsule(PyObject* capsule, dl::ImportedTensor* out) {
 // StrideWeave can call (no exception either way). The last capsule seen is
 // cached by identity.
 const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
-  PyObject* cap = compat::type_lookup(type, names().dunder_dlpack_exchange_api);
-  if (!cap) return nullptr;
   DlpackImportState& st = state();
+  // The last type found without one, identified by its version tag, which
+  // is unique to that type as it is now (any change to the type, or another
+  // type at the same address, has another tag).
+  const bool tagged = PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG);
+  if (tagged && type == st.no_exchange_type && type->tp_version_tag == st.no_exchange_tag) return nullptr;
+  PyObject* cap = compat::type_lookup(type, names().dunder_dlpack_exchange_api);
+  if (!cap) {
+    if (tagged) {
+      st.no_exchange_type = type;
+      st.no_exchange_tag = type->tp_version_tag;
+    }
+    return nullptr;
+  }
   if (cap == st.exchange_capsule) return st.exchange_api;
   const DLPackExchangeAPI* api = nullptr;
   if (PyCapsule_CheckExact(cap)) {

@@ -47,6 +47,10 @@ struct DlpackImportState {
   // not one StrideWeave can call.
   PyObject* exchange_capsule = nullptr;
   const DLPackExchangeAPI* exchange_api = nullptr;
+  // The last type looked at that has none (never dereferenced: compared
+  // with its version tag, see exchange_api_of).
+  const PyTypeObject* no_exchange_type = nullptr;
+  unsigned int no_exchange_tag = 0;
   // Layouts of recent imports, reused while shape and strides repeat
   // (Layouts are immutable, so tensors may share one): kLayouts entries,
   // replaced in turn.
