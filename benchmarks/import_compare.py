@@ -4,8 +4,9 @@ np.from_dlpack on the same producer, side by side in one process.
     python benchmarks/compare.py --only import [--quick]
     python benchmarks/import_compare.py [--quick] [--cycles N]
 
-Rows (32x32 float32 producers; interleaved batches, medians of per-call
-times, each result dropped at once so its deleter runs inside the timing):
+Rows (32x32 float32 producers; interleaved batches, the side that goes
+first alternating by round, medians of per-call times, each result dropped
+at once so its deleter runs inside the timing):
   sw.from_dlpack(ndarray)    vs np.from_dlpack(ndarray)
   sw.from_dlpack(torch)      vs np.from_dlpack(torch)  (sw takes torch's C
                              exchange API, NumPy calls torch's __dlpack__)
@@ -21,10 +22,10 @@ times, each result dropped at once so its deleter runs inside the timing):
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # compare.py
 if os.environ.get("STRIDEWEAVE_BUILD"):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,23 +38,15 @@ SHAPE = (32, 32)
 
 
 def interleaved(ours, theirs, number, samples):
-    """Medians of per-call times of batches of `number` calls, the two
-    sides alternating batch by batch (drift hits both alike)."""
-    for _ in range(500):  # warm both paths (caches, the layout cache, JIT-free but lazy imports)
+    """compare.batch_pair (medians of per-call times of interleaved batches,
+    which side goes first alternating by round) after warming both paths
+    (caches, the layout cache, lazy imports)."""
+    from compare import batch_pair  # benchmarks/compare.py
+
+    for _ in range(500):
         ours()
         theirs()
-    so, st = [], []
-    for _ in range(samples):
-        t0 = ns()
-        for _ in range(number):
-            ours()
-        t1 = ns()
-        for _ in range(number):
-            theirs()
-        t2 = ns()
-        so.append((t1 - t0) / number)
-        st.append((t2 - t1) / number)
-    return statistics.median(so), statistics.median(st)
+    return batch_pair(ours, theirs, number, samples, alternate=True)
 
 
 def rss_kib():
@@ -118,7 +111,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer samples, 1e5 cycles")
     ap.add_argument("--cycles", type=int, default=None, help="import/drop cycles of the last row")
     args = ap.parse_args(argv)
-    import compare  # benchmarks/compare.py: the report format
+    import compare  # the report format
 
     out = []
 
@@ -132,5 +125,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(main())
