@@ -290,24 +290,28 @@ PyObject* layout_for(const dl::ImportView& v, bool row_major) {
   DlpackImportState& st = state();
   for (auto& e : st.layouts)
     if (same_leaves(e, v, row_major)) return Py_NewRef(e.layout);
+  // A miss: the leaves are this call's own until the entry is written.
+  // Making the Layout object allocates, which may run a collection and a
+  // finalizer that imports too (and uses the cache) before we get back.
+  std::vector<sw::LeafMode> leaves;
   sw::Layout l;
   if (engine_call([&] {
         if (row_major)
-          dl::row_major_leaves(v, &st.scratch);
+          dl::row_major_leaves(v, &leaves);
         else
-          dl::import_leaves(v, &st.scratch);
-        l = dl::flat_layout(st.scratch);
+          dl::import_leaves(v, &leaves);
+        l = dl::flat_layout(leaves);
       }) < 0)
     return nullptr;
   PyObject* obj = layout_from_engine(l);
   if (!obj) return nullptr;
+  // No Python code runs from here until the entry is whole.
   auto& slot = st.layouts[st.next_layout];
   st.next_layout = (st.next_layout + 1) % DlpackImportState::kLayouts;
-  if (engine_call([&] { slot.leaves = st.scratch; }) < 0) {
-    Py_DECREF(obj);
-    return nullptr;
-  }
-  Py_XSETREF(slot.layout, Py_NewRef(obj));
+  PyObject* old = slot.layout;
+  slot.leaves = std::move(leaves);
+  slot.layout = Py_NewRef(obj);
+  Py_XDECREF(old);
   return obj;
 }
 

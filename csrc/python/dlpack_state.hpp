@@ -61,8 +61,6 @@ struct DlpackImportState {
   };
   LayoutEntry layouts[kLayouts];
   int next_layout = 0;
-  // The leaves of the import in progress (reused: no allocation per call).
-  std::vector<sw::LeafMode> scratch;
 };
 
 }  // namespace swpy
