@@ -440,6 +440,51 @@ def test_an_instance_level_dlpack_method_counts():
     assert sw.from_dlpack(e).tolist() == [4.0]
 
 
+class ExchangeProducer(Producer):
+    """A producer with the counting producer's DLPack C exchange API."""
+
+    __dlpack_c_exchange_api__ = None  # set per test (the settings are process-wide)
+
+
+@pytest.fixture
+def exchange():
+    from strideweave import _testing
+
+    def install(**kw):
+        ExchangeProducer.__dlpack_c_exchange_api__ = _testing.dlpack_exchange_api(**kw)
+        return ExchangeProducer([9.0], [1])
+
+    yield install
+    ExchangeProducer.__dlpack_c_exchange_api__ = None
+    _testing.dlpack_exchange_api()  # the defaults again
+
+
+def test_the_exchange_api_is_used_without_a_capsule(exchange):
+    p = exchange()
+    before = deleted()
+    t = sw.from_dlpack(p)
+    assert p.calls == []  # __dlpack__ was not asked
+    assert t.tolist() == [1.0, 2.0] and t.is_mutable()
+    assert deleted() == before
+    t.carrier.release()
+    assert deleted() == before + 1
+
+
+def test_an_exchange_export_of_another_major_version_is_refused_and_given_back(exchange):
+    p = exchange(tensor_major=2)
+    before = deleted()
+    with pytest.raises(BufferError, match="exchange API exported version 2.0"):
+        sw.from_dlpack(p)
+    assert deleted() == before + 1 and p.calls == []
+
+
+@pytest.mark.parametrize("kw", [{"api_minor": 2}, {"fails": True}], ids=["older-api", "refusing-api"])
+def test_an_exchange_api_that_is_older_or_refuses_leaves_the_protocol(exchange, kw):
+    p = exchange(**kw)
+    assert sw.from_dlpack(p).tolist() == [9.0]
+    assert p.calls == [{"max_version": (1, 3)}]
+
+
 def test_an_exchange_api_that_fails_or_does_not_fit_leaves_the_protocol():
     class Borrowed(Producer):  # StrideWeave's API refuses objects that are not Tensors
         __dlpack_c_exchange_api__ = sw.Tensor.__dlpack_c_exchange_api__

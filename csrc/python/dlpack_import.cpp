@@ -259,6 +259,15 @@ int acquire(PyObject* x, const Request& req, dl::ImportedTensor* out) {
     DLManagedTensorVersioned* m = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(x, &m) == 0 && m) {
       *out = dl::ImportedTensor::versioned(m);
+      // (version, manager_ctx, deleter) lead every versioned struct, so a
+      // tensor of another major version can still be given back.
+      if (m->version.major != DLPACK_MAJOR_VERSION) {
+        PyErr_Format(PyExc_BufferError,
+                     "from_dlpack() reads DLPack %d.x, but %.100s's exchange API exported version %u.%u",
+                     DLPACK_MAJOR_VERSION, type_name(x), m->version.major, m->version.minor);
+        out->reset();
+        return -1;
+      }
       return 0;
     }
     // The C path refused (torch reports its C++ error, stack and all, as a

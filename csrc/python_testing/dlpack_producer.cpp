@@ -8,6 +8,8 @@
 //   dlpack_capsule(data, shape, strides=None, *, dtype=(2, 32, 1),
 //                  byte_offset=0, device=(1, 0), versioned=True, flags=0,
 //                  major=1) -> capsule
+//   dlpack_exchange_api(*, api_minor=3, tensor_major=1, fails=False)
+//                                     a C exchange API capsule over the same blocks
 //   dlpack_deleted() -> int           deleter calls so far
 //   dlpack_report_deletions(fd)       write "deleted\n" to fd on each call
 #include "dlpack_producer.hpp"
@@ -152,6 +154,87 @@ PyObject* dlpack_capsule(PyObject*, PyObject* args, PyObject* kwargs) {
   return cap;
 }
 
+// ---- a DLPack C exchange API whose export is [1.0, 2.0] (float32) from
+// the same counting blocks; the knobs are process-wide (tests set them).
+uint32_t g_exchange_tensor_major = 1;
+bool g_exchange_fails = false;
+
+int exchange_managed_from(void*, DLManagedTensorVersioned** out) {
+  *out = nullptr;
+  if (g_exchange_fails) {
+    PyErr_SetString(PyExc_RuntimeError, "the test exchange API refuses");
+    return -1;
+  }
+  const size_t bytes = (sizeof(Block) + 2 * sizeof(float) + 63) / 64 * 64;
+  auto* b = static_cast<Block*>(std::aligned_alloc(alignof(Block), bytes));
+  if (!b) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  std::memset(static_cast<void*>(b), 0, bytes);
+  const float values[2] = {1.0f, 2.0f};
+  std::memcpy(b->data, values, sizeof values);
+  b->dims[0] = 2;
+  b->dims[16] = 1;
+  DLTensor* t = &b->versioned.dl_tensor;
+  t->data = b->data;
+  t->device = DLDevice{kDLCPU, 0};
+  t->ndim = 1;
+  t->dtype = DLDataType{kDLFloat, 32, 1};
+  t->shape = b->dims;
+  t->strides = b->dims + 16;
+  b->versioned.version = DLPackVersion{g_exchange_tensor_major, 0};
+  b->versioned.manager_ctx = b;
+  b->versioned.deleter = versioned_deleter;
+  *out = &b->versioned;
+  return 0;
+}
+
+int exchange_refuse_tensor(DLTensor*, DLManagedTensorVersioned** out, void*, void (*)(void*, const char*, const char*)) {
+  if (out) *out = nullptr;
+  PyErr_SetString(PyExc_BufferError, "not part of the test exchange API");
+  return -1;
+}
+
+int exchange_refuse_object(DLManagedTensorVersioned* t, void** out) {
+  if (out) *out = nullptr;
+  if (t && t->deleter) t->deleter(t);
+  PyErr_SetString(PyExc_BufferError, "not part of the test exchange API");
+  return -1;
+}
+
+int exchange_refuse_dltensor(void*, DLTensor*) {
+  PyErr_SetString(PyExc_BufferError, "not part of the test exchange API");
+  return -1;
+}
+
+int exchange_no_stream(DLDeviceType, int32_t, void** stream) {
+  if (stream) *stream = nullptr;
+  return 0;
+}
+
+DLPackExchangeAPI g_exchange_api = {
+    {{1, 3}, nullptr},
+    exchange_refuse_tensor,
+    exchange_managed_from,
+    exchange_refuse_object,
+    exchange_refuse_dltensor,
+    exchange_no_stream,
+};
+
+PyObject* dlpack_exchange_api(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"api_minor", "tensor_major", "fails", nullptr};
+  unsigned int api_minor = 3, tensor_major = 1;
+  int fails = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$IIp:dlpack_exchange_api", const_cast<char**>(kw), &api_minor,
+                                   &tensor_major, &fails))
+    return nullptr;
+  g_exchange_api.header.version.minor = api_minor;
+  g_exchange_tensor_major = tensor_major;
+  g_exchange_fails = fails != 0;
+  return PyCapsule_New(&g_exchange_api, "dlpack_exchange_api", nullptr);
+}
+
 PyObject* dlpack_deleted(PyObject*, PyObject*) { return PyLong_FromLongLong(g_deleted.load()); }
 
 PyObject* dlpack_report_deletions(PyObject*, PyObject* arg) {
@@ -168,7 +251,11 @@ PyMethodDef dlpack_producer_functions[] = {
      "dlpack_capsule(data, shape, strides=None, *, dtype=(2, 32, 1), byte_offset=0, device=(1, 0), "
      "versioned=True, flags=0, major=1): a DLPack capsule over a private copy of data (bytes-like, 64-byte "
      "aligned, freed by the deleter); shape and strides as given (strides None: none in the struct)."},
-    {"dlpack_deleted", dlpack_deleted, METH_NOARGS, "How many deleters of dlpack_capsule tensors have run."},
+    {"dlpack_exchange_api", swpy::method_cast(dlpack_exchange_api), METH_VARARGS | METH_KEYWORDS,
+     "dlpack_exchange_api(*, api_minor=3, tensor_major=1, fails=False): a 'dlpack_exchange_api' capsule "
+     "(one process-wide struct: the last call's settings hold) whose managed_tensor_from_py_object_no_sync "
+     "exports float32 [1.0, 2.0] with the counting deleter (RuntimeError when fails)."},
+    {"dlpack_deleted", dlpack_deleted, METH_NOARGS, "How many deleters of this producer's tensors have run."},
     {"dlpack_report_deletions", dlpack_report_deletions, METH_O,
      "dlpack_report_deletions(fd): each deleter call also writes 'deleted\\n' to fd (-1: stop)."},
     {nullptr, nullptr, 0, nullptr}};
