@@ -191,13 +191,25 @@ struct StorageControl {
   std::atomic<size_t> refs;  // owner (while it holds the range) + exports
   void* data;
   size_t mapped;  // mapping length, 0 for a heap allocation
+  ForeignRelease foreign;  // an adopted range's owner
+  bool adopted;
 };
+
+namespace {
+void give_back(const ForeignRelease& f) noexcept {
+  if (f.release) f.release(f.ctx);
+}
+}  // namespace
 
 void drop_export_ref(StorageControl* ctl) noexcept {
   if (!ctl) return;
   if (ctl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // Last reference: the owner released (retired) the range already.
-  free_range(ctl->data, ctl->mapped);
+  // Last reference: the owner released (retired) the range already; an
+  // adopted range goes back to its producer.
+  if (ctl->adopted)
+    give_back(ctl->foreign);
+  else
+    free_range(ctl->data, ctl->mapped);
   delete ctl;
 }
 
@@ -205,7 +217,7 @@ StorageControl* AlignedBuffer::acquire_export_ref() noexcept {
   if (!data_) return nullptr;
   if (!ctl_) {
     // Created lazily: buffers that are never exported pay nothing.
-    ctl_ = new (std::nothrow) StorageControl{{1}, data_, mapped_};
+    ctl_ = new (std::nothrow) StorageControl{{1}, data_, mapped_, foreign_, adopted_};
     if (!ctl_) return nullptr;
   }
   ctl_->refs.fetch_add(1, std::memory_order_relaxed);
@@ -216,6 +228,16 @@ size_t AlignedBuffer::export_refs() const noexcept {
   return ctl_ ? ctl_->refs.load(std::memory_order_acquire) - 1 : 0;
 }
 
+void AlignedBuffer::forget() noexcept {
+  data_ = nullptr;
+  bytes_ = 0;
+  mapped_ = 0;
+  padded_ = 0;
+  ctl_ = nullptr;
+  foreign_ = ForeignRelease{};
+  adopted_ = false;
+}
+
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
     release();
@@ -224,13 +246,20 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
     mapped_ = o.mapped_;
     padded_ = o.padded_;
     ctl_ = o.ctl_;
-    o.data_ = nullptr;
-    o.bytes_ = 0;
-    o.mapped_ = 0;
-    o.padded_ = 0;
-    o.ctl_ = nullptr;
+    foreign_ = o.foreign_;
+    adopted_ = o.adopted_;
+    o.forget();
   }
   return *this;
+}
+
+void AlignedBuffer::adopt(void* data, size_t bytes, ForeignRelease release_fn) noexcept {
+  release();
+  data_ = data;
+  bytes_ = bytes;
+  padded_ = bytes;
+  foreign_ = release_fn;
+  adopted_ = true;
 }
 
 void AlignedBuffer::allocate(size_t bytes, bool zero) {
@@ -284,6 +313,22 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
 }
 
 void AlignedBuffer::release() {
+  if (adopted_) {
+    // Never zeroed or freed here: other views of the producer's memory
+    // still read it. With exports outstanding the last one gives it back.
+    if (StorageControl* ctl = ctl_) {
+      if (ctl->refs.load(std::memory_order_acquire) == 1) {
+        delete ctl;
+        give_back(foreign_);
+      } else {
+        drop_export_ref(ctl);
+      }
+    } else {
+      give_back(foreign_);
+    }
+    forget();
+    return;
+  }
   if (data_) {
     if (StorageControl* ctl = ctl_) {
       // Only the owner adds references, so a count of 1 cannot grow under
@@ -301,11 +346,7 @@ void AlignedBuffer::release() {
       free_owned(data_, padded_, mapped_);
     }
   }
-  data_ = nullptr;
-  bytes_ = 0;
-  mapped_ = 0;
-  padded_ = 0;
-  ctl_ = nullptr;
+  forget();
 }
 
 void FileStorage::create(const std::string& path) {

@@ -1,4 +1,5 @@
-// Native storage: 64-byte aligned host buffers and file-backed slot storage.
+// Native storage: 64-byte aligned host buffers (or an adopted foreign range)
+// and file-backed slot storage.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,11 +14,22 @@ constexpr size_t kStorageAlignment = 64;
 // tensor). Opaque; only drop_export_ref touches it from outside.
 struct StorageControl;
 
+// How an adopted foreign range is given back (a DLPack producer's deleter,
+// strideweave.from_dlpack): release(ctx) runs exactly once, when the range is
+// finally given up. It may run on any thread, with or without the GIL, so it
+// must be what the producer's own deleter is: callable from anywhere. A null
+// release gives nothing back.
+struct ForeignRelease {
+  void (*release)(void* ctx) noexcept = nullptr;
+  void* ctx = nullptr;
+};
+
 // Drops one export reference taken by AlignedBuffer::acquire_export_ref.
 // Thread-safe and lock-free up to the final free: it touches only the atomic
 // count and, for the last reference of a released buffer, unmaps or frees the
-// range. No Python, no locks: safe on any thread, with or without the GIL,
-// after interpreter finalization began. Null is a no-op.
+// range (or, for an adopted range, calls its ForeignRelease). No Python, no
+// locks: safe on any thread, with or without the GIL, after interpreter
+// finalization began. Null is a no-op.
 void drop_export_ref(StorageControl* ctl) noexcept;
 
 // One aligned allocation, movable, freed by release() or the destructor.
@@ -29,6 +41,13 @@ void drop_export_ref(StorageControl* ctl) noexcept;
 // returned at once; heap buffers are zeroed and kept), writes land in memory
 // nobody else owns, and the range is unmapped/freed by the last
 // drop_export_ref. The buffer itself is empty after release() either way.
+//
+// Adopted ranges (adopt()): memory another library owns, viewed in place.
+// It is never zeroed, reused or freed here: release() with no export
+// outstanding calls its ForeignRelease at once; with exports outstanding the
+// range stays as the producer has it (it cannot be remapped to zeros: other
+// views of the producer still read it) and the last drop_export_ref calls
+// the ForeignRelease instead of freeing.
 // Methods of one AlignedBuffer are not synchronised with each other (the
 // owner serialises them); drop_export_ref may race with all of them.
 class AlignedBuffer {
@@ -37,12 +56,14 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& o) noexcept
-      : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_), padded_(o.padded_), ctl_(o.ctl_) {
-    o.data_ = nullptr;
-    o.bytes_ = 0;
-    o.mapped_ = 0;
-    o.padded_ = 0;
-    o.ctl_ = nullptr;
+      : data_(o.data_),
+        bytes_(o.bytes_),
+        mapped_(o.mapped_),
+        padded_(o.padded_),
+        ctl_(o.ctl_),
+        foreign_(o.foreign_),
+        adopted_(o.adopted_) {
+    o.forget();
   }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
   ~AlignedBuffer() { release(); }
@@ -51,12 +72,19 @@ class AlignedBuffer {
   // has a non-null aligned pointer); zero-fills when zero is true. Throws
   // std::bad_alloc.
   void allocate(size_t bytes, bool zero);
-  // Frees the storage, or retires it while exports are outstanding (above).
+  // Views bytes at data (any alignment; null only with bytes == 0), which
+  // another owner holds until release.release(release.ctx) (exactly once,
+  // see above). Releases what the buffer held before. Never throws.
+  void adopt(void* data, size_t bytes, ForeignRelease release) noexcept;
+  // Frees the storage, or retires it while exports are outstanding (above);
+  // an adopted range is given back (at once, or by the last export).
   void release();
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   // True when the storage is an anonymous mapping (see kMappedThreshold).
   bool is_mapped() const { return mapped_ != 0; }
+  // True while the buffer views an adopted foreign range.
+  bool is_adopted() const { return adopted_; }
 
   // One reference on the current range for an export; hand it to
   // drop_export_ref exactly once. Null when the buffer holds no storage or
@@ -75,6 +103,11 @@ class AlignedBuffer {
   size_t padded_ = 0;
   // Created by the first export; null while the range was never exported.
   StorageControl* ctl_ = nullptr;
+  // The adopted range's owner (adopted_ true); unused otherwise.
+  ForeignRelease foreign_{};
+  bool adopted_ = false;
+  // Empties the members without freeing anything (moved-from state).
+  void forget() noexcept;
 };
 
 // Buffers of at least this many bytes are anonymous mappings: the kernel

@@ -118,6 +118,13 @@ struct FileBackedObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// A CPU carrier (exact class) of n slots viewing foreign host memory at data
+// (strideweave.from_dlpack): the storage is adopted, never copied, zeroed or
+// freed; release.release(release.ctx) runs exactly once when the carrier
+// gives the range up (release(), a move, garbage collection), or, while
+// exports of it are outstanding, when the last of them is gone. On failure
+// (NULL, exception set) release has already run.
+PyObject* cpu_adopt(void* data, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, sw::ForeignRelease release);
 // Native truth of a CPU carrier (exact or subclass), whatever its Python
 // hooks say: slot dtype, slot count and address (NULL once released). For
 // DLPack export (API.md section 12).

@@ -55,9 +55,18 @@ void decref_preserving_error(PyObject* o) {
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
 // possibly on a thread without the GIL (ctypes, another runtime's worker), so
 // it takes the GIL itself and preserves whatever exception is pending on this
-// thread (a capsule often dies while an exception unwinds a frame).
+// thread (a capsule often dies while an exception unwinds a frame). A thread
+// that holds the GIL drops it even while the interpreter finalizes (a NumPy
+// view freed with its module's globals): the Tensor then dies too, and with
+// it any producer memory from_dlpack adopted; only a thread without the GIL
+// leaks the reference once finalization began.
 void release_tensor_ref(void* owner) noexcept {
-  if (!owner || !interpreter_alive()) return;
+  if (!owner) return;
+  if (compat::thread_holds_gil()) {
+    decref_preserving_error(static_cast<PyObject*>(owner));
+    return;
+  }
+  if (!interpreter_alive()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
   decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
@@ -630,6 +639,14 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
   return 0;
 }
 
+int dlpack_parse_pair(PyObject* o, const char* what, sw::dlpack::IntPair* out) { return parse_pair(o, what, out); }
+
+PyObject* dlpack_cpu_device() {
+  PyObject* d = device_tuple(Device{kDLCPU, 0});
+  Py_XDECREF(d);  // the module state keeps it
+  return d;
+}
+
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_is_multi(self) && tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   uintptr_t pointer = 0;
@@ -640,7 +657,8 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
 }
 
 int dlpack_module_init(PyObject*) {
-  // No public names: DLPack is export-only (no from_dlpack of any kind).
+  // No public names: the export is Tensor's methods; the import,
+  // strideweave.from_dlpack, is dlpack_import.cpp.
   return 0;
 }
 

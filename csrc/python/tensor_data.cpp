@@ -375,6 +375,14 @@ PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
   }
   if (is_level(data)) return from_values(data, false, dtype_given, code, layout);
   if (is_number_like(data)) return from_values(data, true, dtype_given, code, layout);
+  // tensor() never consumes DLPack (API.md section 11); the import does.
+  if (PyCapsule_CheckExact(data) || PyObject_HasAttrString(data, "__dlpack__")) {
+    PyErr_Format(PyExc_TypeError,
+                 "tensor() does not read DLPack %s; strideweave.from_dlpack(x) imports it (without a copy, or "
+                 "with copy=True)",
+                 PyCapsule_CheckExact(data) ? "capsules" : "objects without __array__ or the buffer protocol");
+    return nullptr;
+  }
   PyErr_Format(PyExc_TypeError,
                "tensor() expects an object with the buffer protocol or __array__, a nested sequence of numbers "
                "or a number, not %.100s",

@@ -19,6 +19,17 @@ inline bool is_finalizing() {
 // True while Python objects may be touched from a foreign thread.
 inline bool interpreter_alive() { return Py_IsInitialized() && !is_finalizing(); }
 
+// True when the calling thread holds the GIL right now (its thread state is
+// attached), finalization included; false on a thread without one, or once
+// the thread state is gone. Never takes the GIL.
+inline bool thread_holds_gil() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked() != nullptr;
+#else
+  return _PyThreadState_UncheckedGet() != nullptr;
+#endif
+}
+
 // The pending exception as one object (new reference), cleared; NULL when
 // none is pending (PyErr_GetRaisedException from 3.12).
 inline PyObject* take_raised() {
@@ -46,5 +57,12 @@ inline void restore_raised(PyObject* exc) {
   PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exc))), exc, tb);
 #endif
 }
+
+// The attribute name of type (through its MRO) as a borrowed reference,
+// or NULL without an exception: a type-level protocol lookup
+// (type(x).__dlpack_c_exchange_api__) that costs a method-cache probe and
+// never builds an AttributeError. _PyType_Lookup is the spelling from 3.10
+// to 3.13 (PyType_Lookup is not public).
+inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
 
 }  // namespace swpy::compat
