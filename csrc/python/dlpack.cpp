@@ -21,6 +21,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/gil_gate.hpp"
 #include "dlpack_exchange.hpp"
 
 namespace swpy {
@@ -57,8 +58,9 @@ void decref_preserving_error(PyObject* o) {
 // it takes the GIL itself and preserves whatever exception is pending on this
 // thread (a capsule often dies while an exception unwinds a frame).
 void release_tensor_ref(void* owner) noexcept {
-  if (!owner || !interpreter_alive()) return;
-  PyGILState_STATE gil = PyGILState_Ensure();
+  // Past the exit gate the reference is left to the dying runtime.
+  PyGILState_STATE gil;
+  if (!owner || !interpreter_alive() || !gil_gate::ensure(&gil)) return;
   decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
 }
