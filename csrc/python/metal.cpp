@@ -248,7 +248,7 @@ PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_TypeError, "_copy() destination must be the Carrier output is bound to");
     return nullptr;
   }
-  if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
+  if (tensor_reject_multi(tensor, "move") < 0 || move_check_dtype(tensor, dest) < 0) return nullptr;
   TensorObject* s = as_tensor(tensor);
   TensorObject* out = as_tensor(output);
   PyObject* src = s->carrier;
