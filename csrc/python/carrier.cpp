@@ -245,7 +245,7 @@ PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook, Py_ssize
 }
 
 int parse_token(PyObject* arg, int64_t* out) {
-  if (!PyLong_Check(arg)) {
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
     PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s", type_name(arg));
     return -1;
   }

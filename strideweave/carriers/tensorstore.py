@@ -26,6 +26,13 @@ Decisions the contract leaves open:
 - An empty (0-slot) carrier that is a move destination grows: the in-memory
   one is replaced by a store of the needed size, a persistent one is resized
   (its metadata rewritten).
+- An array whose domain does not start at 0 (a spec with a translated
+  ``transform``, say) is seen from a zero origin: slot 0 is its first
+  element in C order, wherever its domain starts.
+- Sizes: one dimension of a TensorStore array holds at most ``2**62 - 1``
+  elements (TensorStore's own limit), and a carrier at most ``2**63 - 1``
+  slots (a 64-bit index); beyond either, ``create``/``open``/``open_tensor``
+  raise ``ValueError`` naming the limit.
 - Errors from the store (missing array or bucket, permission, network)
   propagate as TensorStore raises them (``ValueError``/``OSError`` subclasses
   with the store's message): from ``create``/``open``/``open_tensor``
@@ -35,6 +42,7 @@ Decisions the contract leaves open:
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from typing import Any, Iterator, cast
 
@@ -58,6 +66,27 @@ _DTYPES = {
     _DType.Float32: (_ts.float32, _np.float32),
     _DType.Int32: (_ts.int32, _np.int32),
 }
+
+
+# TensorStore's largest extent (its finite indices end at 2**62 - 2) and a
+# carrier's largest slot count (a 64-bit index).
+_MAX_EXTENT = 2**62 - 1
+_MAX_SLOTS = sys.maxsize
+
+
+def _zero_origin(store: Any) -> Any:
+    """The store seen from a zero origin in every dimension."""
+    if store.rank and any(int(o) != 0 for o in store.origin):
+        return store[_ts.d[:].translate_to[0]]
+    return store
+
+
+def _check_slots(shape: Any, what: str) -> int:
+    n = math.prod(int(e) for e in shape)
+    if n > _MAX_SLOTS:
+        raise ValueError(f"{what}: an array of shape {list(shape)} has {n} elements; a carrier holds at most "
+                         f"2**63 - 1 ({_MAX_SLOTS}) slots")
+    return n
 
 
 def _sw_dtype(store: Any) -> Any:
@@ -96,11 +125,13 @@ class TensorStoreCarrier(_core.Carrier):
         super().__init__(slots, dtype=dtype, mutable=mutable)
 
     @classmethod
-    def _adopt(cls, store: Any, *, mutable: bool) -> TensorStoreCarrier:
+    def _adopt(cls, store: Any, *, mutable: bool, what: str = "TensorStoreCarrier.open()") -> TensorStoreCarrier:
         dtype = _sw_dtype(store)
+        store = _zero_origin(store)
+        n = _check_slots(store.shape, what)
         _handoff.store = store
         try:
-            return cls(math.prod(store.shape), dtype=dtype, mutable=mutable)
+            return cls(n, dtype=dtype, mutable=mutable)
         finally:
             _handoff.store = None
 
@@ -113,6 +144,9 @@ class TensorStoreCarrier(_core.Carrier):
             raise TypeError(f"slots must be an int, not {type(slots).__name__}")
         if slots < 0:
             raise ValueError("slots must be non-negative")
+        if slots > _MAX_EXTENT:
+            raise ValueError(f"slots must be at most 2**62 - 1 ({_MAX_EXTENT}), TensorStore's largest array "
+                             f"extent, not {slots}")
         if dtype not in _DTYPES:
             raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32, not {dtype!r}")
         kw: dict[str, Any] = {}
@@ -121,9 +155,11 @@ class TensorStoreCarrier(_core.Carrier):
                 raise TypeError(f"chunk_slots must be an int, not {type(chunk_slots).__name__}")
             if chunk_slots < 1:
                 raise ValueError("chunk_slots must be positive")
+            if chunk_slots > _MAX_EXTENT:
+                raise ValueError(f"chunk_slots must be at most 2**62 - 1 ({_MAX_EXTENT}), not {chunk_slots}")
             kw["chunk_layout"] = _ts.ChunkLayout(chunk_shape=[chunk_slots])
         store = _ts.open(_normalise_spec(spec), create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw).result()
-        return cls._adopt(store, mutable=True)
+        return cls._adopt(store, mutable=True, what="TensorStoreCarrier.create()")
 
     @classmethod
     def open(cls, spec: Any, *, mutable: bool = True) -> TensorStoreCarrier:
@@ -152,7 +188,7 @@ def open_tensor(spec: Any, *, mutable: bool = True) -> Any:
     shape = [int(n) for n in store.shape]
     if not shape or any(n < 1 for n in shape):
         raise ValueError(f"open_tensor() needs an array of rank >= 1 with non-empty extents, not shape {shape}")
-    carrier = TensorStoreCarrier._adopt(store, mutable=mutable)
+    carrier = TensorStoreCarrier._adopt(store, mutable=mutable, what="open_tensor()")
     strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
     layout = _core.Layout(_core.Shape(shape), _core.Stride(strides))
     return _core.Tensor(carrier, 0, layout)
