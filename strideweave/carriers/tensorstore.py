@@ -33,6 +33,20 @@ Decisions the contract leaves open:
   elements (TensorStore's own limit), and a carrier at most ``2**63 - 1``
   slots (a 64-bit index); beyond either, ``create``/``open``/``open_tensor``
   raise ``ValueError`` naming the limit.
+- S3 requests are retried at most 3 times in all (``max_retries: 3``),
+  0.1 s after the first failure, then twice as long each time, at most 1 s
+  apart (``S3_REQUEST_RETRIES``, the ``s3_request_retries`` resource of the
+  fresh context every ``create``/``open``/``open_tensor`` opens its store
+  in): a move to a server that goes away fails within about a second with
+  the store's error and gives its source back, instead of retrying for many
+  minutes (TensorStore's own default, 32 attempts up to 32 s apart) and
+  holding up the process's other S3 requests meanwhile. A ``context`` in the
+  spec overrides it (``{"context": {"s3_request_retries": {...}}, ...}``).
+  A server that stops answering without closing its connections is bounded
+  only by TensorStore's process-wide curl settings
+  (``TENSORSTORE_CURL_LOW_SPEED_TIME_SECONDS``,
+  ``TENSORSTORE_CURL_LOW_SPEED_LIMIT_BYTES``), which StrideWeave leaves as
+  they are; ``wait(timeout=...)`` bounds the wait for the result.
 - Errors from the store (missing array or bucket, permission, network)
   propagate as TensorStore raises them (``ValueError``/``OSError`` subclasses
   with the store's message): from ``create``/``open``/``open_tensor``
@@ -97,6 +111,17 @@ def _sw_dtype(store: Any) -> Any:
                      f"not {store.dtype.name}")
 
 
+# The S3 retry bound of the context every create()/open()/open_tensor()
+# opens its store in (a fresh one each time, as TensorStore's own default
+# is; see the module docstring). A context in the spec itself overrides it.
+S3_REQUEST_RETRIES = {"max_retries": 3, "initial_delay": "0.1s", "max_delay": "1s"}
+
+
+def _open(spec: Any, **kwargs: Any) -> Any:
+    context = _ts.Context({"s3_request_retries": S3_REQUEST_RETRIES})
+    return _ts.open(_normalise_spec(spec), context=context, **kwargs).result()
+
+
 def _normalise_spec(spec: Any) -> Any:
     """A path string means zarr v3 on the local file system."""
     if isinstance(spec, str):
@@ -158,14 +183,14 @@ class TensorStoreCarrier(_core.Carrier):
             if chunk_slots > _MAX_EXTENT:
                 raise ValueError(f"chunk_slots must be at most 2**62 - 1 ({_MAX_EXTENT}), not {chunk_slots}")
             kw["chunk_layout"] = _ts.ChunkLayout(chunk_shape=[chunk_slots])
-        store = _ts.open(_normalise_spec(spec), create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw).result()
+        store = _open(spec, create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw)
         return cls._adopt(store, mutable=True, what="TensorStoreCarrier.create()")
 
     @classmethod
     def open(cls, spec: Any, *, mutable: bool = True) -> TensorStoreCarrier:
         """Open an existing 1-D Float32 or Int32 array (``open_tensor`` opens
         arrays of any rank)."""
-        store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+        store = _open(spec, open=True, read=True, write=bool(mutable))
         if store.rank != 1:
             raise ValueError(f"TensorStoreCarrier.open() needs a 1-D array, this one has rank {store.rank}; "
                              "use open_tensor() for N-d arrays")
@@ -184,7 +209,7 @@ def open_tensor(spec: Any, *, mutable: bool = True) -> Any:
     """Open an existing N-d Float32/Int32 array (written by anyone) as a
     Tensor: its Layout is the array's shape with row-major strides over a
     TensorStoreCarrier of prod(shape) slots in C order."""
-    store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+    store = _open(spec, open=True, read=True, write=bool(mutable))
     shape = [int(n) for n in store.shape]
     if not shape or any(n < 1 for n in shape):
         raise ValueError(f"open_tensor() needs an array of rank >= 1 with non-empty extents, not shape {shape}")
@@ -296,11 +321,19 @@ class _Completion(ProviderCompletion):
         return all(f.done() for f in self._futures)
 
     def wait(self) -> None:
+        # Every future is waited for, even after one failed: the host views
+        # must outlive every request that may still read or write them.
+        failure: BaseException | None = None
         try:
             for f in self._futures:
-                f.result()
+                try:
+                    f.result()
+                except Exception as e:
+                    failure = failure or e
         finally:
             self._keep = []
+        if failure is not None:
+            raise failure
 
 
 def _check(request: TransferRequest) -> Unsupported | None:
