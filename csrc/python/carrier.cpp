@@ -495,6 +495,12 @@ PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable) {
   return seq;
 }
 
+int carrier_encode_new_value(sw::DTypeCode code, PyObject* v, unsigned char* out) {
+  if (v != Py_None) return encode_slot(code, v, out);
+  std::memset(out, 0, static_cast<size_t>(sw::codec::slot_bytes(code)));
+  return 0;
+}
+
 Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out) {
   Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
   if (!seq) return -1;
@@ -503,7 +509,7 @@ Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vect
   if (engine_call([&] { out->resize(static_cast<size_t>(n) * item); }) < 0) return -1;
   PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
+    if (carrier_encode_new_value(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
   return n;
 }
 
