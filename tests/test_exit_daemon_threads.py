@@ -4,6 +4,8 @@ during finalization by unwinding it; through a C++ destructor that was
 std::terminate ("terminate called without an active exception", SIGABRT).
 Each scenario runs 20 times in a fresh interpreter (the failure was a race:
 4-20 of 20 runs before the fix) and every run must exit with status 0."""
+import textwrap
+
 import pytest
 
 from conftest import run_python
@@ -68,7 +70,6 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_exit_is_clean_while_a_daemon_thread_is_inside_a_gil_free_call(scenario):
-    import textwrap
     code = PRELUDE + textwrap.dedent(SCENARIOS[scenario]) + "print('main done', flush=True)\n"
     failures = []
     for run in range(RUNS):
