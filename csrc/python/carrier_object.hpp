@@ -86,6 +86,10 @@ int carrier_end_access(PyObject* c, int64_t token);
 // __float__) that mutates it under the borrowed items. New ref or NULL
 // (TypeError not_iterable).
 PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable);
+// One new_like() value as a native slot of code at out: None is a hole and
+// stores zero (all bits clear), anything else converts as a slot write does.
+// 0 / -1.
+int carrier_encode_new_value(sw::DTypeCode code, PyObject* v, unsigned char* out);
 // new_like() values encoded as native slots of code into out, every one
 // before any storage is touched. The slot count, or -1.
 Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out);

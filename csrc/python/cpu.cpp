@@ -112,7 +112,7 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
   PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
+    if (carrier_encode_new_value(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
   return r.release();
 }
 

@@ -21,6 +21,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/gil_gate.hpp"
 #include "dlpack_exchange.hpp"
 
 namespace swpy {
@@ -66,8 +67,9 @@ void release_tensor_ref(void* owner) noexcept {
     decref_preserving_error(static_cast<PyObject*>(owner));
     return;
   }
-  if (!interpreter_alive()) return;
-  PyGILState_STATE gil = PyGILState_Ensure();
+  // Past the exit gate the reference is left to the dying runtime.
+  PyGILState_STATE gil;
+  if (!interpreter_alive() || !gil_gate::ensure(&gil)) return;
   decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
 }
@@ -134,6 +136,10 @@ struct Device {
 
 // Converts an int-like to int32; -1 with an exception set on failure.
 int to_int32(PyObject* o, const char* what, int32_t* out) {
+  if (PyBool_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "dlpack_info()['%s'] must be an int, not bool", what);
+    return -1;
+  }
   long long v = PyLong_AsLongLong(o);
   if (v == -1 && PyErr_Occurred()) return -1;
   if (!dl::fits_int32(v)) {
@@ -198,6 +204,10 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
       goto done;
     }
   }
+  if (PyBool_Check(values[0])) {
+    PyErr_SetString(PyExc_TypeError, "dlpack_info()['pointer'] must be an int, not bool");
+    goto done;
+  }
   {
     unsigned long long p = PyLong_AsUnsignedLongLong(values[0]);
     if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) goto done;
@@ -237,7 +247,8 @@ int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
   }
   for (Py_ssize_t k = 0; k < 2; ++k) {
     PyObject* item = PyTuple_GET_ITEM(pair.get(), k);
-    if (!PyLong_Check(item) && !PyIndex_Check(item)) {
+    // bool is an int subclass but not a version or device number.
+    if (PyBool_Check(item) || (!PyLong_Check(item) && !PyIndex_Check(item))) {
       PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(item)->tp_name);
       return -1;
     }

@@ -284,13 +284,12 @@ int store_leaf(PyObject* v, sw::DTypeCode code, void* dst, int64_t slot) {
   }
 }
 
-// Re-raises the pending exception (same type) with the element's position.
+// Adds the element's position to the pending exception, raised while
+// converting it: in the message of the library's own errors, as a note on
+// anything a leaf's __float__/__index__ raised (see locate_error).
 void annotate(const std::vector<int64_t>& shape, int64_t ordinal) {
-  PyObject* exc = compat::take_raised();
-  if (!exc) return;
-  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%S (at index %s of data with shape %s)", exc,
-               position_text(shape, ordinal).c_str(), shape_text(shape).c_str());
-  Py_DECREF(exc);
+  const std::string at = "at index " + position_text(shape, ordinal) + " of data with shape " + shape_text(shape);
+  locate_error("", (" (" + at + ")").c_str(), at.c_str());
 }
 
 PyObject* from_values(PyObject* data, bool scalar, bool dtype_given, sw::DTypeCode code, PyObject* layout_arg) {

@@ -12,6 +12,7 @@
 #include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "util/scopes.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -108,7 +109,9 @@ PyObject* tiled_gather(PyObject*, PyObject* args) {
     PyObject* dst = src ? carrier_item(tup, 2, "dst") : nullptr;
     if (!dst) return nullptr;
     Py_ssize_t sf, df, count;
-    if (!PyArg_ParseTuple(tup, "OnOnn:_tiled_gather", &src, &sf, &dst, &df, &count)) return nullptr;
+    if (!PyArg_ParseTuple(tup, "OO&OO&O&:_tiled_gather", &src, offset_arg, &sf, &dst, offset_arg, &df, count_arg,
+                          &count))
+      return nullptr;
     if (span_in(src, sf, count, "src") < 0 || span_in(dst, df, count, "dst") < 0) return nullptr;
     Ref sd = Ref::steal(carrier_dtype(src));
     Ref dd = sd ? Ref::steal(carrier_dtype(dst)) : Ref();

@@ -65,4 +65,31 @@ inline void restore_raised(PyObject* exc) {
 // to 3.13 (PyType_Lookup is not public).
 inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
 
+// Appends note (a str) to exc's PEP 678 notes: BaseException.add_note from
+// 3.11; before, the __notes__ list itself (which 3.10 does not display).
+// 0 / -1 with an exception set (say a __notes__ that is not a list).
+inline int add_note(PyObject* exc, PyObject* note) {
+#if PY_VERSION_HEX >= 0x030B0000
+  PyObject* r = PyObject_CallMethod(exc, "add_note", "O", note);
+  Py_XDECREF(r);
+  return r ? 0 : -1;
+#else
+  PyObject* notes = PyObject_GetAttrString(exc, "__notes__");
+  if (!notes) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    notes = PyList_New(0);
+    if (!notes) return -1;
+    if (PyObject_SetAttrString(exc, "__notes__", notes) < 0) {
+      Py_DECREF(notes);
+      return -1;
+    }
+  }
+  const int rc = PyList_Check(notes) ? PyList_Append(notes, note) : -1;
+  if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Cannot add note: __notes__ is not a list");
+  Py_DECREF(notes);
+  return rc;
+#endif
+}
+
 }  // namespace swpy::compat
