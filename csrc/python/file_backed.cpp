@@ -88,8 +88,8 @@ int fs_string(PyObject* arg, const char* what, std::string* out, bool none_ok = 
   if (!fs && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
   if (!fs || !PyUnicode_Check(fs.get())) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "FileBacked %s must be a str, a path-like object%s, not %.100s", what,
-                 none_ok ? " or None" : "", type_name(arg));
+    PyErr_Format(PyExc_TypeError, "FileBacked %s must be %s, not %.100s", what,
+                 none_ok ? "a str, a path-like object or None" : "a str or a path-like object", type_name(arg));
     return -1;
   }
   Ref bytes = Ref::steal(PyUnicode_EncodeFSDefault(fs.get()));
@@ -534,14 +534,14 @@ PyObject* FileBacked_create_file(PyObject* cls, PyObject* args, PyObject* kwargs
 PyMethodDef FileBacked_methods[] = {
     {"open", method_cast(FileBacked_open),
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "open(path, *, dtype, offset=0, slots=None, mutable=False)\n\n"
+     "open($cls, /, path, *, dtype, offset=0, slots=None, mutable=False)\n--\n\n"
      "A FileBacked over a region of an existing file, without copying: slot 0 at byte offset (a multiple of the "
      "item size), slots slots (None: the rest of the file, a whole number of slots). Read-only unless "
      "mutable=True (writes then reach the file). The file is never removed and is shared like any file, "
      "across fork too; release() only closes it. The region has a fixed size."},
     {"create", method_cast(FileBacked_create_file),
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "create(path, slots, *, dtype)\n\n"
+     "create($cls, /, path, slots, *, dtype)\n--\n\n"
      "A FileBacked over a new file at path (an existing one: FileExistsError) of slots zero slots. The file "
      "persists: never removed at release, garbage collection or exit, and shared like any file across fork."},
     {nullptr, nullptr, 0, nullptr}};
