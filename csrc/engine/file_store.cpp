@@ -172,29 +172,26 @@ std::string FileStore::create(FileStorage& file, void* owner, const std::string*
   std::string path;
   bool retried = false;
   for (int attempt = 0;; ++attempt) {
-    std::string dir;
-    std::string chosen;
-    if (directory) {
-      dir = *directory;
-    } else {
-      // base() may run Python code, which may switch threads: it is asked
-      // for outside the lock, and only when the directory must be made.
-      bool ready;
-      {
-        std::lock_guard<std::mutex> lk(m_);
-        ready = dir_.ready();
-      }
-      std::string b;
-      if (!ready) b = base();
-      std::lock_guard<std::mutex> lk(m_);
-      if (!ready) base_ = std::move(b);
-      dir = directory_locked(nullptr);
-    }
+    bool need_base = false;
     {
       std::lock_guard<std::mutex> lk(m_);
-      chosen = name ? *name : generated_name();
+      if (directory) {
+        path = *directory;
+      } else if (dir_.ready()) {
+        path = dir_.path();
+      } else {
+        need_base = true;
+      }
+      if (!need_base) path += "/" + (name ? *name : generated_name());
     }
-    path = dir + "/" + chosen;
+    if (need_base) {
+      // base() may run Python code, which may switch threads: it is asked
+      // for outside the lock, and only when the directory must be made.
+      std::string b = base();
+      std::lock_guard<std::mutex> lk(m_);
+      base_ = std::move(b);
+      path = directory_locked(nullptr) + "/" + (name ? *name : generated_name());
+    }
     try {
       file.create(path);
       break;

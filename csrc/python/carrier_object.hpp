@@ -115,7 +115,6 @@ struct FileBackedObject {
   PyObject* path;       // str: the file's full path (kept after release)
   Py_ssize_t size;
   bool user_directory;  // in a directory= the caller named (not the per-process one)
-  bool user_file;       // FileBacked.open / FileBacked.create: a user's file, never removed
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);

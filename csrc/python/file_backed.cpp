@@ -351,7 +351,6 @@ PyObject* FileBacked_new(PyTypeObject* type, PyObject*, PyObject*) {
   o->dtype = Py_NewRef(dtype_singleton(sw::DTypeCode::Floating));
   o->path = nullptr;
   o->user_directory = false;
-  o->user_file = false;
   o->size = 0;
   return self;
 }
@@ -451,7 +450,6 @@ void fill_user_file(FileBackedObject* o, PyObject* path, PyObject* dtype, Py_ssi
   Py_SETREF(o->dtype, Py_NewRef(dtype));
   o->size = n;
   o->user_directory = false;
-  o->user_file = true;
   o->base.constructed_mutable = mutable_;
 }
 
