@@ -66,13 +66,27 @@ LEAVES_FILES = """
 """
 
 
-def create_a_file_backed(tmp_path):
-    """A fresh process that creates one temporary FileBacked; returns the
-    listing of tmp_path it saw right after."""
-    out = run_python("""
+# How the next process makes its first FileBacked: every kind sweeps.
+CREATIONS = {
+    "temporary": "sw.FileBacked()",
+    "directory": "sw.FileBacked(directory=os.path.join(tempfile.gettempdir(), 'mine'))",
+    "create": "sw.FileBacked.create(os.path.join(tempfile.gettempdir(), 'made.bin'), 1, dtype=sw.DType.Int32)",
+    "open": "sw.FileBacked.open(os.path.join(tempfile.gettempdir(), 'made.bin'), dtype=sw.DType.Int32)",
+}
+
+
+def create_a_file_backed(tmp_path, how="temporary"):
+    """A fresh process that creates one FileBacked (CREATIONS[how]); returns
+    the listing of tmp_path it saw right after."""
+    out = run_python(f"""
         import json, os, tempfile
         import strideweave as sw
-        f = sw.FileBacked()
+        if {how!r} == "directory":
+            os.makedirs(os.path.join(tempfile.gettempdir(), 'mine'), exist_ok=True)
+        if {how!r} == "open":
+            with open(os.path.join(tempfile.gettempdir(), 'made.bin'), 'wb') as f:
+                f.write(bytes(4))
+        f = {CREATIONS[how]}
         print(json.dumps(sorted(os.listdir(tempfile.gettempdir()))))
     """, env={"TMPDIR": str(tmp_path)}, timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr
@@ -91,6 +105,16 @@ def test_a_killed_process_leaves_files_that_the_next_process_removes(tmp_path, s
     assert directory.name not in seen, "the dead process's directory was not swept"
     assert not directory.exists()
     assert list(tmp_path.iterdir()) == []  # and the new process removed its own at exit
+
+
+@pytest.mark.parametrize("how", sorted(set(CREATIONS) - {"temporary"}))
+def test_every_kind_of_file_backed_sweeps(tmp_path, how):
+    proc = start(LEAVES_FILES, tmp_path)
+    directory = pathlib.Path(report(proc)[0]).parent
+    kill(proc, signal.SIGKILL)
+    assert directory.exists()
+    assert directory.name not in create_a_file_backed(tmp_path, how)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine" if how == "directory" else "made.bin"]
 
 
 def test_a_live_processs_directory_survives_the_sweep(tmp_path):

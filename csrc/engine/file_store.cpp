@@ -252,6 +252,16 @@ void FileStore::close_all(const std::function<void(void*)>& on_closed) noexcept 
   dir_.remove();  // only when this process owns it
 }
 
+void FileStore::sweep_once(const BaseFn& base) {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    if (dir_.swept_here()) return;
+  }
+  std::string b = base();  // outside the lock, as in create()
+  std::lock_guard<std::mutex> lk(m_);
+  dir_.sweep_once(b);
+}
+
 void FileStore::prepare_fork(const BaseFn& base) {
   {
     std::lock_guard<std::mutex> lk(m_);

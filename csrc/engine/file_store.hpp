@@ -124,6 +124,12 @@ class FileStore final : public FileUnsharer {
   // on_closed(owner) for each, and removes this process's directory.
   // Idempotent.
   void close_all(const std::function<void(void*)>& on_closed) noexcept;
+  // The sweep of dead processes' directories under the base (once per
+  // process; creating the per-process directory runs it too). For the
+  // FileBacked creations that need no per-process directory (a caller's
+  // directory, a user's file). base() is called only when this process has
+  // not swept yet; whatever it throws reaches the caller.
+  void sweep_once(const BaseFn& base);
   // Before a fork: makes sure this process has its directory, so a child's
   // directory nests inside it. Throws as create() does.
   void prepare_fork(const BaseFn& base);

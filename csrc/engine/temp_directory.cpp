@@ -176,10 +176,7 @@ const std::string& TempDirectory::ensure(const std::string& base) {
     }
     lock_fd_ = -1;
   }
-  if (!nested && swept_pid_ != me) {
-    swept_pid_ = me;
-    swept_ += sweep_stale_directories(parent, prefix_);
-  }
+  if (!nested) sweep_once(parent);
   const std::string tmpl = parent + "/" + prefix_ + "XXXXXX";
   for (int attempt = 0;; ++attempt) {
     std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -211,6 +208,14 @@ const std::string& TempDirectory::ensure(const std::string& base) {
     lock_fd_ = lfd;
     return path_;
   }
+}
+
+bool TempDirectory::swept_here() const { return swept_pid_ == ::getpid(); }
+
+void TempDirectory::sweep_once(const std::string& base) noexcept {
+  if (swept_here()) return;
+  swept_pid_ = ::getpid();
+  swept_ += sweep_stale_directories(base, prefix_);
 }
 
 void TempDirectory::remove() noexcept {

@@ -26,7 +26,8 @@
 //   still held (a live child) is left in place.
 // - The sweep: when a process creates its directory directly under the base
 //   (not nested in a parent's), it first removes the directories of dead
-//   processes there (sweep_stale_directories), once per process.
+//   processes there (sweep_stale_directories), once per process
+//   (sweep_once() runs the same sweep without creating a directory).
 // Not thread-safe: the caller serialises (FileStore holds its lock).
 #pragma once
 #include <sys/types.h>
@@ -67,6 +68,12 @@ class TempDirectory {
   // then drops its lock, and forgets it. A forked child forgets its
   // parent's directory without touching it.
   void remove() noexcept;
+  // The sweep of base, once per process (ensure() runs it before creating a
+  // directory directly under base; a caller may run it earlier). Never
+  // throws.
+  void sweep_once(const std::string& base) noexcept;
+  // True once this process swept.
+  bool swept_here() const;
   // Directories of dead processes removed by this object's sweeps (tests).
   size_t swept() const { return swept_; }
 

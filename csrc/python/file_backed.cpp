@@ -168,12 +168,26 @@ std::string temp_base() {
   return b;
 }
 
+// The first FileBacked of a process sweeps the per-process directories of
+// dead processes under tempfile.gettempdir(); a temporary file in the
+// per-process directory does so when it creates that directory, the other
+// kinds (directory=, FileBacked.open/create) here. Never fails the caller.
+void sweep_dead_directories() {
+  ErrorGuard keep;
+  try {
+    g_store.sweep_once(temp_base);
+  } catch (...) {
+    PyErr_Clear();  // no usable temporary directory: nothing to sweep
+  }
+}
+
 // Creates the file of a fresh object (no file yet) under name (or a
 // generated unique name when NULL) in directory (or the per-process
 // directory when NULL).
 int fb_create(FileBackedObject* o, const std::string* name, const std::string* directory, PyObject* dtype,
               bool mutable_) {
   std::string path;
+  if (directory) sweep_dead_directories();
   try {
     path = g_store.create(o->file, o, name, directory, temp_base);
   } catch (...) {
@@ -475,6 +489,7 @@ PyObject* FileBacked_open(PyObject* cls, PyObject* args, PyObject* kwargs) {
   // The arguments are checked before the file system is touched.
   if (engine_call([&] { sw::check_region_arguments(offset, slots, item); }) < 0 || user_path(path_arg, &path) < 0)
     return nullptr;
+  sweep_dead_directories();
   Ref self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
   if (!self) return nullptr;
   FileBackedObject* o = as_fb(self.get());
@@ -514,6 +529,7 @@ PyObject* FileBacked_create_file(PyObject* cls, PyObject* args, PyObject* kwargs
   if (engine_call([&] { bytes = sw::file_slot_bytes(n, sw::itemsize(dtype_code(dtype))); }) < 0 ||
       user_path(path_arg, &path) < 0)
     return nullptr;
+  sweep_dead_directories();
   Ref self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
   if (!self) return nullptr;
   FileBackedObject* o = as_fb(self.get());

@@ -99,6 +99,31 @@ TEST_F(TempDirectoryLockTest, ADeadProcessesDirectoryIsSweptByTheNextOne) {
   EXPECT_TRUE(exists(mine));
 }
 
+TEST_F(TempDirectoryLockTest, AProcessSweepsOnce) {
+  sw::TempDirectory d("sw-lock-");
+  EXPECT_FALSE(d.swept_here());
+  const std::string first = dead_directory(base_, "sw-lock-First1");
+  d.sweep_once(base_);
+  EXPECT_TRUE(d.swept_here());
+  EXPECT_FALSE(exists(first));
+  const std::string second = dead_directory(base_, "sw-lock-Secnd2");
+  d.sweep_once(base_);
+  d.ensure(base_);  // creating the directory does not sweep again either
+  EXPECT_TRUE(exists(second));
+  EXPECT_EQ(d.swept(), 1u);
+  const pid_t pid = ::fork();  // a forked child is another process
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (d.swept_here()) ::_exit(2);
+    d.sweep_once(base_);
+    ::_exit(exists(second) ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(exists(second));
+}
+
 TEST_F(TempDirectoryLockTest, TheSweepKeepsLiveUnlockedForeignAndLinkedDirectories) {
   sw::TempDirectory live("sw-lock-");
   const std::string live_dir = live.ensure(base_);
