@@ -1,6 +1,6 @@
 """A process that dies without cleaning up (SIGKILL, SIGTERM) leaves its
 temporary FileBacked files behind, and the next StrideWeave process that
-creates a temporary FileBacked removes them: every per-process directory
+creates a FileBacked (of any kind) removes them: every per-process directory
 carries a lock its process holds for life, and only directories whose lock
 nobody holds are swept. A live process's directory, files at a user's path
 and anything else in the temporary directory stay."""
