@@ -170,11 +170,11 @@ const std::string& TempDirectory::ensure(const std::string& base) {
   if (parent.empty()) throw std::system_error(ENOENT, std::generic_category(), "no base directory");
   if (lock_fd_ >= 0) {
     if (pid_ == me) {
-      ::close(lock_fd_);  // the lock of this process's vanished directory
+      close_lock();  // the lock of this process's vanished directory
     } else {
       inherited_locks_.push_back(lock_fd_);  // the parent's: kept (fork rule)
+      lock_fd_ = -1;
     }
-    lock_fd_ = -1;
   }
   if (!nested) sweep_once(parent);
   const std::string tmpl = parent + "/" + prefix_ + "XXXXXX";
@@ -206,8 +206,19 @@ const std::string& TempDirectory::ensure(const std::string& base) {
     path_ = dir;
     pid_ = me;
     lock_fd_ = lfd;
+    lock_dev_ = st.st_dev;
+    lock_ino_ = st.st_ino;
     return path_;
   }
+}
+
+void TempDirectory::close_lock() noexcept {
+  if (lock_fd_ < 0) return;
+  // Closed only while the number still names our lock file: code that closed
+  // it behind our back (os.closerange) may have reused the number since.
+  struct stat st;
+  if (::fstat(lock_fd_, &st) == 0 && st.st_dev == lock_dev_ && st.st_ino == lock_ino_) ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 bool TempDirectory::swept_here() const { return swept_pid_ == ::getpid(); }
@@ -221,8 +232,7 @@ void TempDirectory::sweep_once(const std::string& base) noexcept {
 void TempDirectory::remove() noexcept {
   if (owned()) {
     remove_tree(path_);
-    if (lock_fd_ >= 0) ::close(lock_fd_);  // the lock goes with the directory
-    lock_fd_ = -1;
+    close_lock();  // the lock goes with the directory
   } else if (lock_fd_ >= 0) {
     // A forked child forgetting its parent's directory keeps the parent's
     // lock (fork rule); if the list cannot grow, the descriptor just stays

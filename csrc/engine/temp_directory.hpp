@@ -82,6 +82,9 @@ class TempDirectory {
   std::string path_;
   pid_t pid_ = 0;
   int lock_fd_ = -1;               // this process's lock on path_ (-1: none)
+  dev_t lock_dev_ = 0;             // the lock file's identity: a descriptor number
+  ino_t lock_ino_ = 0;             // closed behind our back is never closed again
+  void close_lock() noexcept;
   std::vector<int> inherited_locks_;  // ancestors' locks, kept open (fork rule)
   pid_t swept_pid_ = 0;            // the process that last swept the base
   size_t swept_ = 0;

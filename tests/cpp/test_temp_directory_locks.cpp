@@ -99,6 +99,30 @@ TEST_F(TempDirectoryLockTest, ADeadProcessesDirectoryIsSweptByTheNextOne) {
   EXPECT_TRUE(exists(mine));
 }
 
+TEST_F(TempDirectoryLockTest, ALockClosedBehindItsBackIsNotClosedAgain) {
+  sw::TempDirectory d("sw-lock-");
+  const std::string p = d.ensure(base_);
+  // Someone closes every descriptor (os.closerange) and opens a file, which
+  // gets the lock's number.
+  int lock_fd = -1;
+  for (int fd = 3; fd < 1024 && lock_fd < 0; ++fd) {
+    char target[4096];
+    const ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof target - 1);
+    if (n > 0 && std::string(target, static_cast<size_t>(n)) == p + "/" + sw::kLockFileName) lock_fd = fd;
+  }
+  if (lock_fd < 0) GTEST_SKIP() << "no /proc/self/fd";
+  ::close(lock_fd);
+  const std::string other = base_ + "/other.txt";
+  touch(other);
+  const int reused = ::open(other.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(reused, lock_fd);
+  d.remove();
+  EXPECT_FALSE(exists(p));
+  char c;
+  EXPECT_EQ(::read(reused, &c, 1), 1) << "remove() closed a descriptor that was no longer its lock";
+  ::close(reused);
+}
+
 TEST_F(TempDirectoryLockTest, AProcessSweepsOnce) {
   sw::TempDirectory d("sw-lock-");
   EXPECT_FALSE(d.swept_here());
