@@ -355,14 +355,19 @@ void FileStorage::create(const std::string& path) {
   close_and_unlink();
   const int fd = open_retrying(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw_errno(errno, "cannot create " + path);
+  adopt(fd, path, 0, Kind{false, true, false});
+}
+
+void FileStorage::adopt(int fd, const std::string& path, int64_t bytes, Kind kind) {
   std::lock_guard<std::mutex> lk(m_);
   fd_ = fd;
   path_ = path;
-  bytes_ = 0;
+  bytes_ = bytes;
   base_ = 0;
-  persistent_ = false;
-  writable_ = true;
-  region_ = false;
+  persistent_ = kind.persistent;
+  writable_ = kind.writable;
+  region_ = kind.region;
+  unsharer_ = nullptr;
   epoch_.store(fork_epoch(), std::memory_order_release);
 }
 
@@ -382,15 +387,7 @@ int64_t FileStorage::open_existing(const std::string& path, bool writable) {
     ::close(fd);
     throw_errno(S_ISDIR(st.st_mode) ? EISDIR : EINVAL, path + " is not a regular file");
   }
-  std::lock_guard<std::mutex> lk(m_);
-  fd_ = fd;
-  path_ = path;
-  bytes_ = 0;
-  base_ = 0;
-  persistent_ = true;
-  writable_ = writable;
-  region_ = true;
-  unsharer_ = nullptr;
+  adopt(fd, path, 0, Kind{true, writable, true});
   return static_cast<int64_t>(st.st_size);
 }
 
@@ -415,15 +412,7 @@ void FileStorage::create_persistent(const std::string& path, int64_t bytes) {
     ::unlink(path.c_str());  // created just now, by us
     throw_errno(err, "cannot size " + path);
   }
-  std::lock_guard<std::mutex> lk(m_);
-  fd_ = fd;
-  path_ = path;
-  bytes_ = bytes;
-  base_ = 0;
-  persistent_ = true;
-  writable_ = true;
-  region_ = false;
-  unsharer_ = nullptr;
+  adopt(fd, path, bytes, Kind{true, true, false});
 }
 
 std::string FileStorage::path() const {

@@ -200,6 +200,13 @@ class FileStorage {
 
  private:
   friend class FileStore;
+  struct Kind {
+    bool persistent;  // a user's file: never removed
+    bool writable;
+    bool region;      // an opened region: fixed size
+  };
+  // Takes the open descriptor fd of path (bytes long) as this storage's.
+  void adopt(int fd, const std::string& path, int64_t bytes, Kind kind);
   // Before a write: refuses a read-only file, and has the unsharer make a
   // temporary file private when a fork happened since it last was.
   void prepare_write();

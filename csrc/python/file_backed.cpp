@@ -467,6 +467,17 @@ void fill_user_file(FileBackedObject* o, PyObject* path, PyObject* dtype, Py_ssi
   o->base.constructed_mutable = mutable_;
 }
 
+// A fresh object of cls (no file yet) for a user's file at path, and path
+// as a str; the process's first FileBacked sweeps first. False with an
+// exception set.
+bool user_file_object(PyObject* cls, const std::string& path, Ref* self, Ref* py_path) {
+  sweep_dead_directories();
+  *self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
+  if (!*self) return false;
+  *py_path = Ref::steal(PyUnicode_DecodeFSDefault(path.c_str()));
+  return static_cast<bool>(*py_path);
+}
+
 PyObject* FileBacked_open(PyObject* cls, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"path", "dtype", "offset", "slots", "mutable", nullptr};
   PyObject* path_arg;
@@ -489,12 +500,9 @@ PyObject* FileBacked_open(PyObject* cls, PyObject* args, PyObject* kwargs) {
   // The arguments are checked before the file system is touched.
   if (engine_call([&] { sw::check_region_arguments(offset, slots, item); }) < 0 || user_path(path_arg, &path) < 0)
     return nullptr;
-  sweep_dead_directories();
-  Ref self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
-  if (!self) return nullptr;
+  Ref self, py_path;
+  if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
   FileBackedObject* o = as_fb(self.get());
-  Ref py_path = Ref::steal(PyUnicode_DecodeFSDefault(path.c_str()));
-  if (!py_path) return nullptr;
   sw::FileRegion region{};
   try {
     const int64_t file_bytes = o->file.open_existing(path, mutable_ != 0);
@@ -529,12 +537,9 @@ PyObject* FileBacked_create_file(PyObject* cls, PyObject* args, PyObject* kwargs
   if (engine_call([&] { bytes = sw::file_slot_bytes(n, sw::itemsize(dtype_code(dtype))); }) < 0 ||
       user_path(path_arg, &path) < 0)
     return nullptr;
-  sweep_dead_directories();
-  Ref self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
-  if (!self) return nullptr;
+  Ref self, py_path;
+  if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
   FileBackedObject* o = as_fb(self.get());
-  Ref py_path = Ref::steal(PyUnicode_DecodeFSDefault(path.c_str()));
-  if (!py_path) return nullptr;
   try {
     o->file.create_persistent(path, bytes);
   } catch (...) {

@@ -14,16 +14,15 @@
 #include <vector>
 
 #include "file_io.hpp"
+#include "files_support.hpp"
 #include "file_store.hpp"
 #include "storage.hpp"
 #include "temp_directory.hpp"
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::lstat(p.c_str(), &st) == 0;
-}
+using swtest::exists;
+using swtest::wait_exit_code;
 
 ino_t inode_of(const std::string& p) {
   struct stat st;
@@ -37,12 +36,6 @@ double slot(const sw::FileStorage& f, int64_t i) {
 }
 
 void set_slot(sw::FileStorage& f, int64_t i, double v) { f.write(i * 8, &v, 8); }
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
 
 // One byte through a pipe: the two processes take turns.
 struct Turn {
@@ -59,18 +52,12 @@ struct Turn {
   }
 };
 
-class FileForkCopyTest : public testing::Test {
+class FileForkCopyTest : public swtest::ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = testing::TempDir() + "sw_forkcopy_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    base_ = tmpl;
-  }
-  void TearDown() override { sw::remove_tree(base_); }
   sw::FileStore::BaseFn base() {
-    return [this] { return base_; };
+    return [this] { return dir_; };
   }
-  std::string base_;
+  const std::string& base_ = dir_;
 };
 
 TEST_F(FileForkCopyTest, WritesAfterForkStayInTheWritingProcess) {

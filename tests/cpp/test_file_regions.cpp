@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "file_io.hpp"
+#include "files_support.hpp"
 #include "file_store.hpp"
 #include "storage.hpp"
 #include "temp_directory.hpp"
@@ -26,10 +27,7 @@
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::lstat(p.c_str(), &st) == 0;
-}
+using swtest::exists;
 
 int errno_of(const std::function<void()>& f) {
   try {
@@ -49,14 +47,8 @@ std::string message_of(const std::function<void()>& f) {
   return "";
 }
 
-class FileRegionTest : public testing::Test {
+class FileRegionTest : public swtest::ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = testing::TempDir() + "sw_regions_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { sw::remove_tree(dir_); }
   // A file of a 16-byte header ("HEADER..." bytes) and int32 values 0..n-1.
   std::string header_file(int n) {
     const std::string p = dir_ + "/data.bin";
@@ -71,7 +63,6 @@ class FileRegionTest : public testing::Test {
     std::ifstream in(p, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
-  std::string dir_;
 };
 
 TEST_F(FileRegionTest, ARegionShiftsEveryReadAndWriteByItsOffset) {

@@ -13,16 +13,14 @@
 #include <fstream>
 #include <string>
 
+#include "files_support.hpp"
 #include "temp_directory.hpp"
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::lstat(p.c_str(), &st) == 0;
-}
-
-void touch(const std::string& p) { std::ofstream(p) << "x"; }
+using swtest::exists;
+using swtest::touch;
+using swtest::wait_exit_code;
 
 // True when some process holds the lock file of directory dir.
 bool held(const std::string& dir) {
@@ -43,21 +41,9 @@ std::string dead_directory(const std::string& base, const std::string& name) {
   return d;
 }
 
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-class TempDirectoryLockTest : public testing::Test {
+class TempDirectoryLockTest : public swtest::ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = testing::TempDir() + "sw_tmplock_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    base_ = tmpl;
-  }
-  void TearDown() override { sw::remove_tree(base_); }
-  std::string base_;
+  const std::string& base_ = dir_;
 };
 
 TEST_F(TempDirectoryLockTest, TheOwnerHoldsTheLockUntilItRemovesTheDirectory) {
