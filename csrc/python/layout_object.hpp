@@ -23,16 +23,27 @@ inline const sw::IntTree& tree_of(PyObject* o) { return reinterpret_cast<IntTree
 
 struct LayoutObject {
   PyObject_HEAD
-  PyObject* shape;   // the Shape object given (identity kept)
-  PyObject* stride;  // the Stride object given
+  // The Shape and Stride objects given (identity kept). A layout the engine
+  // made (views, results) builds them on first use: NULL until then.
+  PyObject* shape;
+  PyObject* stride;
   sw::Layout layout;
   int64_t* dl_dims;  // DLPack shape then strides (malloc'd on first C-exchange export) or NULL
 };
 extern PyTypeObject Layout_Type;
 inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }
 inline const sw::Layout& layout_of(PyObject* o) { return reinterpret_cast<LayoutObject*>(o)->layout; }
-// New Layout object (with fresh Shape/Stride objects) for an engine layout.
+// New Layout object for an engine layout (its Shape and Stride objects are
+// made when first asked for).
 PyObject* layout_from_engine(const sw::Layout& l);
+PyObject* layout_from_engine(sw::Layout&& l);
+// The layout's Shape / Stride object (borrowed; built on first use), or NULL
+// with an exception.
+PyObject* layout_shape(PyObject* layout);
+PyObject* layout_stride(PyObject* layout);
+// layout_shape for error messages: never NULL (Py_None when building the
+// Shape failed; the pending exception is kept).
+PyObject* layout_shape_or_none(PyObject* layout);
 // Parses a key as API.md section 2 describes into a scalar index.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index);
 

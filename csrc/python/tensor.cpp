@@ -206,11 +206,9 @@ int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
                                                                : "a compound dtype");
     return -1;
   }
-  LayoutObject* have = reinterpret_cast<LayoutObject*>(t->layout);
-  LayoutObject* got = reinterpret_cast<LayoutObject*>(as_tensor(value)->layout);
   if (!(layout_of(t->layout).shape() == layout_of(as_tensor(value)->layout).shape())) {
-    PyErr_Format(PyExc_ValueError, "grad of shape %R does not match the tensor's shape %R", got->shape,
-                 have->shape);
+    PyErr_Format(PyExc_ValueError, "grad of shape %R does not match the tensor's shape %R",
+                 layout_shape_or_none(as_tensor(value)->layout), layout_shape_or_none(t->layout));
     return -1;
   }
   Py_XSETREF(t->grad, Py_NewRef(value));

@@ -497,7 +497,7 @@ PyObject* tensor_item(PyObject* self, PyObject*) {
   const sw::Layout& l = layout_of(t->layout);
   if (l.size() != 1) {
     PyErr_Format(PyExc_ValueError, "item() needs a tensor with exactly one element; this one has %lld (shape %R)",
-                 static_cast<long long>(l.size()), reinterpret_cast<LayoutObject*>(t->layout)->shape);
+                 static_cast<long long>(l.size()), layout_shape_or_none(t->layout));
     return nullptr;
   }
   return carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(l.index_of_ordinal(0)));

@@ -111,7 +111,7 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
     TensorObject* t = as_tensor(g);
     if (!(layout_of(t->layout).shape() == gl.shape())) {
       PyErr_Format(PyExc_ValueError, "gradient of shape %R cannot accumulate into shape %R (layout mismatch)",
-                   shape_obj(g), layout_obj ? reinterpret_cast<LayoutObject*>(layout_obj)->shape : Py_None);
+                   shape_obj(g), layout_obj ? layout_shape_or_none(layout_obj) : Py_None);
       return nullptr;
     }
     int rel = carrier_is_released(t->carrier);

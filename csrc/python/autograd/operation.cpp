@@ -141,7 +141,8 @@ PyObject* input_shapes(PyObject* args) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
     PyObject* a = PyTuple_GET_ITEM(args, i);
     if (!is_tensor(a) || !as_tensor(a)->layout) continue;
-    if (PyList_Append(shapes.get(), autograd::shape_obj(a)) < 0) return nullptr;
+    PyObject* shape = layout_shape(as_tensor(a)->layout);
+    if (!shape || PyList_Append(shapes.get(), shape) < 0) return nullptr;
   }
   return PyList_AsTuple(shapes.get());
 }

@@ -312,7 +312,9 @@ int build_job(Submission& s) {
     return -1;
   if (s.session) {
     j->session = Ref::borrow(s.session.get());
-    j->shapes.reset(PyTuple_Pack(1, reinterpret_cast<LayoutObject*>(s.layout())->shape));
+    PyObject* shape = layout_shape(s.layout());
+    if (!shape) return -1;
+    j->shapes.reset(PyTuple_Pack(1, shape));
     if (!j->shapes) return -1;
     j->submit_id = profiler_new_id(s.session.get());
   }
