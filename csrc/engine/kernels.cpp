@@ -103,6 +103,21 @@ void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out,
   });
 }
 
+void add_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
+    out[i[1]] = static_cast<float>(static_cast<double>(a[i[0]]) + s);
+  });
+}
+
+void add_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
+    int64_t r;
+    if (__builtin_add_overflow(static_cast<int64_t>(a[i[0]]), s, &r))
+      throw std::overflow_error("Int32 result out of range");
+    out[i[1]] = checked_i32(r);
+  });
+}
+
 void relu(DTypeCode dtype, const void* x, const Leaves& lx, void* out, const Leaves& lo) {
   require_arith(dtype);
   if (dtype == DTypeCode::Float32) {

@@ -47,6 +47,10 @@ void mul(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const 
 // Int32: s is an integer; the product is range checked.
 void mul_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo);
 void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo);
+// out = a + s, with the rules of mul by a number (Float32: the sum formed in
+// double, rounded once; Int32: range checked).
+void add_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo);
+void add_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo);
 
 // out = max(0, x); a NaN input stays NaN, -0.0 becomes +0.0.
 void relu(DTypeCode dtype, const void* x, const Leaves& lx, void* out, const Leaves& lo);

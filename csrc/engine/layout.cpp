@@ -164,10 +164,10 @@ int64_t tree_index_of_ordinal(const IntTree& shape, const IntTree& stride, int64
 
 Layout::Layout(IntTree shape, IntTree stride) : shape_(std::move(shape)), stride_(std::move(stride)) {
   if (shape_.is_leaf || stride_.is_leaf) throw std::invalid_argument("layout shape and stride roots must be tuples");
-  std::string mm = congruence_mismatch(shape_, stride_);
-  if (!mm.empty())
+  // The plain check first: the text of the mismatch is built only to throw.
+  if (!congruent(shape_, stride_))
     throw std::invalid_argument("shape " + to_string(shape_) + " and stride " + to_string(stride_) +
-                                " are not congruent: " + mm);
+                                " are not congruent: " + congruence_mismatch(shape_, stride_));
   collect_modes(shape_, stride_, leaves_);
   int64_t size = 1, span = 0;
   for (const LeafMode& m : leaves_) {

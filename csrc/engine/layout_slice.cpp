@@ -7,6 +7,9 @@ namespace sw {
 
 namespace {
 
+// Deeper nesting than a Shape allows is refused before this is reached.
+constexpr size_t kMaxSliceDepth = 72;
+
 void collect_leaves(const IntTree& s, const IntTree& d, std::vector<LeafMode>& out) {
   if (s.is_leaf) {
     out.push_back({s.value, d.value});
@@ -23,12 +26,15 @@ struct ModeOut {
 
 struct Slicer {
   SliceError* err;
-  std::vector<size_t> path;
+  // The mode being sliced, top-level first (nesting is at most
+  // kMaxTreeDepth deep); copied out only on failure.
+  size_t path[kMaxSliceDepth];
+  size_t depth = 0;
   int64_t offset = 0;
 
   SliceStatus fail(SliceStatus s, int64_t value = 0, int64_t extent = 0) {
     err->status = s;
-    err->mode = path;
+    err->mode.assign(path, path + depth);
     err->value = value;
     err->extent = extent;
     return s;
@@ -83,12 +89,13 @@ struct Slicer {
       return fail(SliceStatus::NestedArity, static_cast<int64_t>(p.nested.size()),
                   static_cast<int64_t>(s.children.size()));
     std::vector<IntTree> es, ss;
+    if (depth == kMaxSliceDepth) return fail(SliceStatus::NotAllowedNested);
     for (size_t i = 0; i < s.children.size(); ++i) {
-      path.push_back(i);
+      path[depth++] = i;
       ModeOut child;
       const SliceStatus st = mode(s.children[i], d.children[i], p.nested[i], &child);
       if (st != SliceStatus::Ok) return st;
-      path.pop_back();
+      --depth;
       if (child.kept) {
         es.push_back(std::move(child.shape));
         ss.push_back(std::move(child.stride));
@@ -200,7 +207,8 @@ SliceStatus slice_layout(const Layout& layout, std::span<const SlicePart> key, S
     err->extent = static_cast<int64_t>(rank);
     return err->status;
   }
-  Slicer sl{err, {}, 0};
+  Slicer sl;
+  sl.err = err;
   std::vector<IntTree> es, ss;
   es.reserve(rank + key.size());
   ss.reserve(rank + key.size());
@@ -221,7 +229,8 @@ SliceStatus slice_layout(const Layout& layout, std::span<const SlicePart> key, S
       ss.push_back(IntTree::leaf(0));
       continue;
     }
-    sl.path.assign(1, m);
+    sl.path[0] = m;
+    sl.depth = 1;
     ModeOut mo;
     const SliceStatus st = sl.mode(shape[m], stride[m], p, &mo);
     if (st != SliceStatus::Ok) return st;

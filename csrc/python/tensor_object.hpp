@@ -4,7 +4,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <span>
+#include <vector>
+
 #include "layout_object.hpp"
+#include "layout_slice.hpp"
 
 namespace swpy {
 
@@ -31,6 +35,28 @@ inline bool tensor_is_multi(PyObject* t) { return as_tensor(t)->representation !
 // implemented ...") and returns -1 for a multi-subtensor tensor; else 0.
 int tensor_reject_multi(PyObject* t, const char* reason);
 
+
+// A view of t over the same carrier at offset, in layout (borrowed): t's
+// logical dtype, no autograd node. tensor.cpp.
+PyObject* tensor_alloc_view(PyObject* t, Py_ssize_t offset, PyObject* layout);
+
+// Indexing (tensor_index.cpp): t[key] reads or writes an element (an int or
+// a coordinate tuple) or makes a view (a key holding a slice, ... or None).
+PyObject* tensor_getitem(PyObject* self, PyObject* key);
+int tensor_setitem(PyObject* self, PyObject* key, PyObject* value);
+// A view key parsed into the engine's parts (TypeError for a bad part).
+int tensor_parse_view_key(PyObject* key, std::vector<sw::SlicePart>* out);
+// The view key selects (key_obj, nullable, names the key in messages); in
+// grad mode a differentiable view gets a SliceOperation node.
+PyObject* tensor_view(PyObject* self, std::span<const sw::SlicePart> key, PyObject* key_obj);
+PyObject* tensor_view_unrecorded(PyObject* self, std::span<const sw::SlicePart> key, PyObject* key_obj);
+// The view with its SliceOperation node (autograd/ops_view.cpp).
+PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyObject* key_obj);
+// Tensor.shape, Tensor.ndim, len(t), iter(t).
+PyObject* tensor_get_shape(PyObject* self, void*);
+PyObject* tensor_get_ndim(PyObject* self, void*);
+Py_ssize_t tensor_len(PyObject* self);
+PyObject* tensor_iter(PyObject* self);
 
 // DLPack export (dlpack.cpp).
 PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);

@@ -4,6 +4,7 @@
 #include "autograd/graph.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -129,6 +130,17 @@ int saved_operand(PyObject* t, const char* op, Operand* o) {
   std::snprintf(name, sizeof name, "%s backward", op);
   if (view_operand(t, name, o) < 0) return -1;
   o->host = carrier_host_data(o->carrier);
+  return 0;
+}
+
+char numpy_scalar_kind(PyObject* v) {
+  for (PyTypeObject* t = Py_TYPE(v); t; t = t->tp_base) {
+    const char* n = t->tp_name;
+    if (std::strncmp(n, "numpy.", 6) != 0) continue;
+    if (std::strcmp(n + 6, "integer") == 0) return 'i';
+    if (std::strcmp(n + 6, "floating") == 0) return 'f';
+    if (std::strcmp(n + 6, "generic") == 0) return 0;  // bool, complex, strings, dates
+  }
   return 0;
 }
 
