@@ -79,6 +79,15 @@ PyObject* mod_broadcast_to(PyObject*, PyObject* args) {
 
 PyObject* mod_add(PyObject*, PyObject* args) {
   if (check_arity(args, 2, "add() takes 2 arguments (a, b)") < 0) return nullptr;
+  // add() takes tensors only (the contract); t + number is the operator's.
+  for (Py_ssize_t i = 0; i < 2; ++i) {
+    PyObject* x = PyTuple_GET_ITEM(args, i);
+    if (!is_tensor(x)) {
+      PyErr_Format(PyExc_TypeError, "add() expects a Tensor, not %.100s (t + number adds a number)",
+                   Py_TYPE(x)->tp_name);
+      return nullptr;
+    }
+  }
   return run_op(&AddOperation_Type, args);
 }
 

@@ -124,8 +124,8 @@ int scalar_value(DTypeCode dtype, PyObject* s, const char* op, double* sd, long 
 PyObject* scalar_forward(Binary kind, PyObject* self, Operand& a, PyObject* s) {
   const char* op = kind == Binary::Add ? "add" : "mul";
   if (!sw::ops::scalar_fits(a.dtype, is_int_scalar(s))) {
-    PyErr_Format(PyExc_TypeError, "%s(): an Int32 tensor %s only an int, not %.100s", op,
-                 kind == Binary::Add ? "adds" : "multiplies by", Py_TYPE(s)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s(): an Int32 tensor %s, not %.100s", op,
+                 kind == Binary::Add ? "adds only an int" : "multiplies only by an int", Py_TYPE(s)->tp_name);
     return nullptr;
   }
   if (ready_operands(&a, nullptr, op) < 0) return nullptr;
