@@ -61,12 +61,20 @@ S load(const char* p) {
   return v;
 }
 
-// One element: false when it cannot be stored (Int32 out of range).
+// A double narrowed to binary32 overflows when a finite value becomes an
+// infinity (the slot rule: OverflowError, as Int32 has).
+inline bool narrowing_overflows(double v, float f) { return std::isinf(f) && !std::isinf(v); }
+
+// One element: false when it cannot be stored (Int32 or Float32 out of range).
 template <class D, class S>
 bool store(S v, D* out) {
   if constexpr (std::is_same_v<D, float>) {
-    if constexpr (std::is_integral_v<S>) *out = static_cast<float>(static_cast<double>(v));  // as a slot write
-    else *out = static_cast<float>(v);
+    if constexpr (std::is_integral_v<S>) {
+      *out = static_cast<float>(static_cast<double>(v));  // as a slot write
+    } else {
+      *out = static_cast<float>(v);
+      if constexpr (std::is_same_v<S, double>) return !narrowing_overflows(v, *out);
+    }
     return true;
   } else if constexpr (std::is_same_v<D, int32_t>) {
     if constexpr (std::is_signed_v<S> && sizeof(S) > 4) {
@@ -121,6 +129,22 @@ ConvertStatus run(D* dst, const char* src, const Dims& d, Load ld) {
   for (;;) {
     if (std::is_same_v<D, S> && !std::is_same_v<D, uint8_t> && !Swap && ss == static_cast<int64_t>(sizeof(S)) && ds == 1) {
       std::memcpy(d_base, s_base, static_cast<size_t>(n) * sizeof(S));
+    } else if (std::is_same_v<D, float> && std::is_same_v<S, double> && ss == static_cast<int64_t>(sizeof(S)) &&
+               ds == 1) {
+      // double -> float, unit strides: one vectorizable pass that only notes
+      // an overflow; the first offender is looked for afterwards.
+      bool overflow = false;
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = static_cast<double>(ld(s_base + j * static_cast<int64_t>(sizeof(S))));
+        const float f = static_cast<float>(v);
+        d_base[j] = static_cast<D>(f);
+        overflow |= narrowing_overflows(v, f);
+      }
+      if (overflow)
+        for (int64_t j = 0; j < n; ++j)
+          if (narrowing_overflows(static_cast<double>(ld(s_base + j * static_cast<int64_t>(sizeof(S)))),
+                                  static_cast<float>(d_base[j])))
+            return {ConvertError::Overflow, outer_count * n + j};
     } else if (ss == static_cast<int64_t>(sizeof(S)) && ds == 1) {
       for (int64_t j = 0; j < n; ++j)  // unit strides: vectorizable
         if (!store<D>(ld(s_base + j * static_cast<int64_t>(sizeof(S))), d_base + j))

@@ -92,6 +92,9 @@ Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vect
 // A built-in carrier's dtype argument: a DType that kind stores. TypeError
 // (not a DType) or ValueError (unsupported, with the kind's hint); 0 / -1.
 int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out);
+// The same checks on *dtype, which becomes the DType it names (a NumPy
+// dtype is resolved to its DType, borrowed). 0 / -1.
+int carrier_dtype_arg(sw::CarrierKind kind, PyObject** dtype);
 // For native carrier subclasses (cpu.cpp, evictable.cpp, ...): tp_alloc of
 // type with the base part initialised (version 0, unowned, live, constructed
 // mutable, vt set). The subclass then placement-constructs its own members.

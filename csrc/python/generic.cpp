@@ -25,11 +25,8 @@ namespace {
 GenericObject* as_generic(PyObject* o) { return reinterpret_cast<GenericObject*>(o); }
 GenericObject* as_generic(CarrierObject* o) { return reinterpret_cast<GenericObject*>(o); }
 
-// A dtype argument this kind stores. 0 / -1.
-int check_dtype(PyObject* dtype) {
-  sw::DTypeCode code;
-  return carrier_parse_dtype(sw::CarrierKind::Generic, dtype, &code);
-}
+// A dtype argument this kind stores (a NumPy dtype becomes its DType). 0 / -1.
+int check_dtype(PyObject*& dtype) { return carrier_dtype_arg(sw::CarrierKind::Generic, &dtype); }
 
 // New list of values coerced to code.
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {

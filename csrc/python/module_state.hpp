@@ -9,6 +9,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "dlpack_state.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
@@ -25,6 +28,19 @@ struct InternedNames {
   PyObject *stream, *max_version, *dl_device, *copy, *pointer, *device_type, *device_id;
 };
 
+// Row-major Layout objects the tensor constructors made recently
+// (constructors.cpp): layouts are immutable, so tensors of one shape share
+// one. Strong references, module lifetime.
+struct RowMajorLayoutCache {
+  static constexpr size_t kSize = 8;
+  struct Entry {
+    std::vector<int64_t> extents;
+    PyObject* layout = nullptr;
+  };
+  Entry entries[kSize];
+  size_t next = 0;
+};
+
 struct ModuleState {
   InternedNames names{};
   // The built-in DType singletons, in dtype.cpp's table order.
@@ -37,6 +53,7 @@ struct ModuleState {
   move_internal::MoveState move;
   ext::ExtensionState extension;
   DlpackArgCache dlpack;
+  RowMajorLayoutCache row_major_layouts;
 };
 
 inline ModuleState module_state;

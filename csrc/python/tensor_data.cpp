@@ -53,8 +53,11 @@ constexpr int64_t kGilFreeElements = 1 << 16;
 int parse_dtype(PyObject* dtype, bool* given, sw::DTypeCode* out) {
   *given = false;
   if (!dtype || dtype == Py_None) return 0;
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "tensor() dtype must be a DType or None, not %.100s", type_name(dtype));
+  const int r = dtype_resolve(dtype, &dtype);
+  if (r < 0) return -1;
+  if (r == 0) {
+    PyErr_Format(PyExc_TypeError, "tensor() dtype must be a DType (or a NumPy dtype) or None, not %.100s",
+                 type_name(dtype));
     return -1;
   }
   const sw::DTypeCode c = dtype_code(dtype);
@@ -176,8 +179,9 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
     run();
   }
   if (st.error != sw::ConvertError::None) {
-    PyErr_Format(PyExc_OverflowError, "value out of range for Int32 at index %s of data with shape %s",
-                 position_text(shape, st.ordinal).c_str(), shape_text(shape).c_str());
+    PyErr_Format(PyExc_OverflowError, "value out of range for %s at index %s of data with shape %s%s",
+                 sw::dtype_name(code), position_text(shape, st.ordinal).c_str(), shape_text(shape).c_str(),
+                 code == sw::DTypeCode::Float32 ? " (a finite value beyond +-3.4028235e+38)" : "");
     return nullptr;  // the fresh carrier is dropped with `carrier`
   }
   return finish(std::move(carrier), p);

@@ -113,6 +113,7 @@ class TensorStoreCarrier(_core.Carrier):
             raise TypeError(f"slots must be an int, not {type(slots).__name__}")
         if slots < 0:
             raise ValueError("slots must be non-negative")
+        dtype = _core._as_dtype(dtype)  # a NumPy dtype names its DType
         if dtype not in _DTYPES:
             raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32, not {dtype!r}")
         kw: dict[str, Any] = {}

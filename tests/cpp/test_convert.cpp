@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "convert.hpp"
@@ -45,7 +46,7 @@ TEST(BufferFormat, InferenceAndAcceptance) {
 }
 
 TEST(ConvertStrided, ContiguousFloat64RoundsToFloat32) {
-  std::vector<double> src = {1.0, 0.1, -2.5, 1e300, 3.0, 4.0};
+  std::vector<double> src = {1.0, 0.1, -2.5, std::numeric_limits<double>::infinity(), 3.0, 4.0};
   std::vector<float> dst(6, -1.0f);
   const int64_t ext[] = {2, 3}, ss[] = {24, 8}, ds[] = {3, 1};
   auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2);
@@ -85,6 +86,33 @@ TEST(ConvertStrided, Int32RangeReportsTheFirstOffendingOrdinal) {
   EXPECT_EQ(st.error, sw::ConvertError::None);
   EXPECT_EQ(dst[0], -7);
   EXPECT_EQ(dst[1], 300);
+}
+
+TEST(ConvertStrided, Float32RangeReportsTheFirstOffendingOrdinal) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<float> dst(5, 0.0f);
+  const int64_t ext[] = {5}, ss[] = {8}, ds[] = {1};
+  // Contiguous (the vectorized pass) and strided sources both check.
+  std::vector<double> src = {1.0, -inf, std::nan(""), -1e39, 2.0};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 3);
+  std::vector<double> wide = {1.0, 0.0, 1e300, 0.0};
+  const int64_t ext2[] = {2}, ss16[] = {16};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, wide.data(), fmt("d"), ss16, ext2, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 1);
+  // NaN and the infinities are values, not overflows.
+  src[3] = 3.0;
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_TRUE(std::isinf(dst[1]) && dst[1] < 0);
+  EXPECT_TRUE(std::isnan(dst[2]));
+  // float32 sources cannot overflow; float16 neither.
+  std::vector<float> f = {std::numeric_limits<float>::max()};
+  const int64_t ext1[] = {1}, ss4[] = {4};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, f.data(), fmt("f"), ss4, ext1, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
 }
 
 TEST(ConvertStrided, RejectedKindWritesNothing) {
