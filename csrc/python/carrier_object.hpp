@@ -119,6 +119,9 @@ struct FileBackedObject {
   Py_ssize_t size;
   bool user_directory;  // in a directory= the caller named (not the per-process one)
 };
+// The tier an Evictable keeps its values in now (primary while promoted,
+// secondary while evicted), borrowed; NULL for a released Evictable.
+PyObject* evictable_value_tier(PyObject* evictable);
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
 // Native truth of a CPU carrier (exact or subclass), whatever its Python

@@ -165,7 +165,7 @@ int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   Py_ssize_t n;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
   int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), cpu_size_arg, &n, &dtype, &mutable_,
                                    &empty))
     return -1;
   return cpu_init_parsed(self, n, dtype, mutable_, empty);
@@ -208,7 +208,7 @@ PyObject* CPU_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, P
     given[k] = args[nargs + i];
   }
   Py_ssize_t n;
-  if (!size_arg(args[0], &n)) return nullptr;
+  if (!cpu_size_arg(args[0], &n)) return nullptr;
   PyObject* dtype = given[0] ? given[0] : dtype_singleton(sw::DTypeCode::Float32);
   const int mutable_ = given[1] ? PyObject_IsTrue(given[1]) : 1;
   if (mutable_ < 0) return nullptr;

@@ -173,10 +173,10 @@ PyObject* Tensor_get_grad(PyObject* self, void*) {
   if (!tensor_is_differentiable(self)) {
     // A compound dtype is named by its class (whose name may change).
     PyObject* d = t->dtype;
-    PyErr_Format(PyExc_RuntimeError, "a %s tensor is not differentiable and has no grad",
-                 !d ? "?"
-                    : dtype_code(d) == sw::DTypeCode::Compound ? type_name(d)
-                                                               : reinterpret_cast<DTypeObject*>(d)->name);
+    const char* name = !d ? "?"
+                          : dtype_code(d) == sw::DTypeCode::Compound ? type_name(d)
+                                                                     : reinterpret_cast<DTypeObject*>(d)->name;
+    PyErr_Format(PyExc_RuntimeError, "%s %s tensor is not differentiable and has no grad", article(name), name);
     return nullptr;
   }
   if (!t->grad) Py_RETURN_NONE;
@@ -246,13 +246,6 @@ PyObject* Tensor_from_representation(PyObject* cls, PyObject* rep);
 
 PyObject* Tensor_get_representation(PyObject* self, void*);
 
-PyObject* Tensor_repr(PyObject* self) {
-  TensorObject* t = as_tensor(self);
-  if (tensor_is_multi(self))
-    return PyUnicode_FromFormat("Tensor(<multi-subtensor %R>, layout=%R)", t->dtype, t->layout);
-  return PyUnicode_FromFormat("Tensor(carrier=%s, offset=%zd, layout=%R, dtype=%R)",
-                              Py_TYPE(t->carrier)->tp_name, t->offset, t->layout, t->dtype);
-}
 
 // The value of a one-element tensor for float(), int() and bool(); what
 // names the conversion in the message of a larger tensor.
@@ -411,7 +404,7 @@ int tensor_module_init(PyObject* module) {
   Tensor_Type.tp_dealloc = Tensor_dealloc;
   Tensor_Type.tp_traverse = Tensor_traverse;
   Tensor_Type.tp_clear = Tensor_clear;
-  Tensor_Type.tp_repr = Tensor_repr;
+  Tensor_Type.tp_repr = tensor_repr;
   Tensor_Type.tp_as_number = &Tensor_as_number;
   Tensor_Type.tp_as_mapping = &Tensor_as_mapping;
   Tensor_Type.tp_iter = tensor_iter;

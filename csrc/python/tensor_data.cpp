@@ -519,6 +519,17 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   if (tensor_reject_multi(self, "__array__") < 0) return nullptr;
   TensorObject* t = as_tensor(self);
+  // Said as every other read says it (DLPack's own refusal would speak of a
+  // null data pointer).
+  const int released = carrier_is_released(t->carrier);
+  if (released < 0) return nullptr;
+  if (released) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s carrier is released: the tensor has no values to convert (was it moved? use the tensor "
+                 "the move returned)",
+                 type_name(t->carrier));
+    return nullptr;
+  }
   Ref np = Ref::steal(PyImport_ImportModule("numpy"));
   if (!np) return nullptr;
   const sw::DTypeCode code = dtype_code(t->dtype);
@@ -539,12 +550,13 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
     return PyObject_Call(fn.get(), a.get(), kw.get());
   }
   if (copy_flag == 0) {
+    const char* dname =
+        code == sw::DTypeCode::Compound ? type_name(t->dtype) : reinterpret_cast<DTypeObject*>(t->dtype)->name;
+    const char* cname = type_name(t->carrier);
     PyErr_Format(PyExc_ValueError,
-                 "a %s tensor on a %s carrier cannot be viewed by NumPy without a copy (only CPU Float32 and "
+                 "%s %s tensor on %s %s carrier cannot be viewed by NumPy without a copy (only CPU Float32 and "
                  "Int32 tensors can); use copy=None or copy=True",
-                 code == sw::DTypeCode::Compound ? type_name(t->dtype)
-                                                 : reinterpret_cast<DTypeObject*>(t->dtype)->name,
-                 type_name(t->carrier));
+                 article(dname), dname, article(cname), cname);
     return nullptr;
   }
   const char* np_dtype = sw::numpy_dtype_name(code);
