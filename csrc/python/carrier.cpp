@@ -389,6 +389,8 @@ PyMethodDef Carrier_methods[] = {
     {"_begin_owner_access", Carrier_begin_access, METH_O,
      "Open a re-entrant owner-access scope on this thread (token)."},
     {"_end_owner_access", Carrier_end_access, METH_O, "Close one owner-access scope on this thread (token)."},
+    {"__reduce__", carrier_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: TypeError naming the class and the fix (CPU and Generic define their own)."},
     {"_reserve", Carrier_reserve, METH_O,
      "Grow an empty carrier to n zero slots; True when done, False when this carrier cannot allocate."},
     {nullptr, nullptr, 0, nullptr}};

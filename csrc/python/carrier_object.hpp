@@ -124,6 +124,22 @@ struct FileBackedObject {
 PyObject* evictable_value_tier(PyObject* evictable);
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// The same for a CPU class (a Python subclass's __init__ is not run).
+PyObject* cpu_new_of_class(PyTypeObject* cls, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// A Generic-class carrier holding values coerced to dtype (a DType Generic
+// holds), as Generic(values) makes one; __init__ of a subclass is not run.
+PyObject* generic_new_of_class(PyTypeObject* cls, PyObject* values, PyObject* dtype, bool mutable_);
+// A new list of a live Generic carrier's values.
+PyObject* generic_values_list(PyObject* generic);
+
+// pickle / copy.deepcopy (pickling.cpp): __reduce__ of the Carrier base
+// (a TypeError naming the class and the fix), CPU, Generic and Tensor.
+PyObject* carrier_reduce(PyObject* self, PyObject* unused);
+PyObject* cpu_reduce(PyObject* self, PyObject* unused);
+PyObject* generic_reduce(PyObject* self, PyObject* unused);
+// The fix offered to a caller whose tensor is on a carrier that cannot do
+// what was asked: move it to CPU (dtypes CPU holds) or to Generic.
+const char* move_fix_hint(sw::DTypeCode dtype);
 // Native truth of a CPU carrier (exact or subclass), whatever its Python
 // hooks say: slot dtype, slot count and address (NULL once released). For
 // DLPack export (API.md section 12).

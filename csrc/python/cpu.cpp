@@ -231,6 +231,8 @@ PyObject* CPU_pointer(PyObject* self, PyObject*) {
 
 PyMethodDef CPU_methods[] = {
     {"pointer", CPU_pointer, METH_NOARGS, "Address of slot 0 (64-byte aligned); 0 after release."},
+    {"__reduce__", cpu_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: the class, slot bytes, dtype and mutability; loads as a fresh carrier."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -243,6 +245,10 @@ PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) 
     return nullptr;
   }
   return cpu_make(&CPU_Type, n, dtype, mutable_, empty);
+}
+
+PyObject* cpu_new_of_class(PyTypeObject* cls, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
+  return cpu_make(cls, n, dtype, mutable_, empty);
 }
 
 CpuStorage cpu_storage_of(PyObject* cpu) {

@@ -319,6 +319,11 @@ PyMethodDef Tensor_methods[] = {
      "__array__($self, /, dtype=None, copy=None)\n--\n\nNumPy 2 protocol: a CPU Float32/Int32 tensor gives "
      "the zero-copy view np.from_dlpack gives unless copy=True; any other tensor gives a copy, and "
      "copy=False then raises ValueError."},
+    {"numpy", tensor_numpy, METH_NOARGS,
+     "numpy($self, /)\n--\n\nnp.asarray(t): the zero-copy view for a CPU Float32/Int32 tensor, a copy otherwise."},
+    {"__reduce__", tensor_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: Tensor(carrier, offset, layout); the loaded tensor is a leaf over a fresh "
+     "carrier (CPU and Generic carriers pickle; others raise TypeError)."},
     {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,
      "Build a tensor from a validated TensorRepresentation."},
     {nullptr, nullptr, 0, nullptr}};

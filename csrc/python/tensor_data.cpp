@@ -567,6 +567,12 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
   return PyObject_CallMethod(arr.get(), "astype", "O", dtype);
 }
 
+PyObject* tensor_numpy(PyObject* self, PyObject*) {
+  Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+  if (!np) return nullptr;
+  return PyObject_CallMethod(np.get(), "asarray", "O", self);
+}
+
 namespace {
 PyMethodDef data_functions[] = {
     {"tensor", method_cast(tensor_fn),

@@ -52,6 +52,8 @@ PyObject* tensor_view(PyObject* self, std::span<const sw::SlicePart> key, PyObje
 PyObject* tensor_view_unrecorded(PyObject* self, std::span<const sw::SlicePart> key, PyObject* key_obj);
 // The view with its SliceOperation node (autograd/ops_view.cpp).
 PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyObject* key_obj);
+// pickle / copy.deepcopy: Tensor(carrier, offset, layout) (pickling.cpp).
+PyObject* tensor_reduce(PyObject* self, PyObject* unused);
 // repr(t): values, dtype, carrier class, layout (tensor_repr.cpp).
 PyObject* tensor_repr(PyObject* self);
 // Tensor.shape, Tensor.ndim, len(t), iter(t).

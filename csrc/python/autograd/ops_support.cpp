@@ -80,14 +80,8 @@ int compute_operand(PyObject* t, const char* op, Operand* o) {
       // The fix depends on the dtype: CPU holds Float32, Int32 and Bool;
       // Generic holds the rest (Floating, Any) and grows an empty carrier.
       const char* cls = type_name(o->carrier);
-      const bool cpu_holds = o->dtype == DTypeCode::Float32 || o->dtype == DTypeCode::Int32 ||
-                             o->dtype == DTypeCode::Bool;
-      PyErr_Format(PyExc_TypeError,
-                   "%s() supports CPU and Generic tensors, not %s %s carrier: move the tensor to %s first "
-                   "(t = strideweave.move(t, %s))",
-                   op, article(cls), cls, cpu_holds ? "CPU" : "Generic",
-                   cpu_holds ? "strideweave.CPU(t.layout.cosize, dtype=t.dtype())"
-                             : "strideweave.Generic([], dtype=t.dtype())");
+      PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not %s %s carrier: %s", op, article(cls),
+                   cls, move_fix_hint(o->dtype));
       return -1;
     }
     host_path = PyType_IsSubtype(o->cls, &CPU_Type);
