@@ -121,14 +121,12 @@ PyObject* tensor_repr(PyObject* self) {
     if (!m) PyErr_Clear();
     body = std::string("<values not readable: ") + (exc ? type_name(exc.get()) : "error") + ": " + (m ? m : "?") + ">";
   }
-  const char* dname = dtype_code(t->dtype) == sw::DTypeCode::Compound ? type_name(t->dtype)
-                                                                       : reinterpret_cast<DTypeObject*>(t->dtype)->name;
   Ref text = Ref::steal(PyUnicode_FromString(body.c_str()));
   if (!text) return nullptr;
   if (t->offset != 0)
-    return PyUnicode_FromFormat("%s%U, dtype=%s, carrier=%s, offset=%zd, layout=%R)", kOpen, text.get(), dname,
+    return PyUnicode_FromFormat("%s%U, dtype=%R, carrier=%s, offset=%zd, layout=%R)", kOpen, text.get(), t->dtype,
                                 type_name(c), t->offset, t->layout);
-  return PyUnicode_FromFormat("%s%U, dtype=%s, carrier=%s, layout=%R)", kOpen, text.get(), dname, type_name(c),
+  return PyUnicode_FromFormat("%s%U, dtype=%R, carrier=%s, layout=%R)", kOpen, text.get(), t->dtype, type_name(c),
                               t->layout);
 }
 
