@@ -223,6 +223,19 @@ from _dlpack_support import InfoCarrier, TypedCarrier  # noqa: E402,F401  (the D
 
 
 # ---------------------------------------------------------------- TiledEvictable
+def two_plane_tensor():
+    """A multi-subtensor tensor of shape (2,): a Float32 and an Int32 plane."""
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class Planar(sw.CompoundDType):
+        simple_types = (F32, sw.DType.Int32)
+
+    lay = sw.Layout.canonical(sw.Shape(2))
+    return sw.Tensor._from_representation(TensorRepresentation(
+        Planar(), [Subtensor(F32, sw.CPU(2), 0, lay), Subtensor(sw.DType.Int32, sw.CPU(2, dtype=sw.DType.Int32), 0, lay)],
+        [lay]))
+
+
 def ramp_cpu(n):
     """A CPU Float32 carrier holding 0.0, 1.0, ..., n-1."""
     c = sw.CPU(n)

@@ -37,10 +37,12 @@ namespace {
 
 using sw::SlicePart;
 
+// An int part: an int or an __index__ scalar (a NumPy integer), not bool
+// and not an array (an ndarray has __index__ too: advanced indexing).
 bool is_int_part(PyObject* o) {
   if (PyLong_CheckExact(o)) return true;
   if (PyBool_Check(o) || PyTuple_Check(o) || PyList_Check(o)) return false;
-  return PyLong_Check(o) || PyIndex_Check(o);
+  return PyLong_Check(o) || (PyIndex_Check(o) && !PySequence_Check(o));
 }
 
 // Whether key holds a slice, an Ellipsis or None (at any depth).
