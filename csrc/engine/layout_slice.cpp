@@ -186,6 +186,65 @@ bool range_leaves(const std::vector<LeafMode>& mode, int64_t start, int64_t step
   return true;
 }
 
+SliceStatus slice_flat(const Layout& layout, std::span<const SlicePart> key, FlatSlice* out, SliceError* err) {
+  const std::vector<IntTree>& tops = layout.shape().children;
+  const size_t rank = tops.size();
+  for (const IntTree& m : tops)
+    if (!m.is_leaf) return SliceStatus::NotFlat;
+  size_t addressing = 0, ellipses = 0, added = 0;
+  for (const SlicePart& p : key) {
+    if (p.kind == SlicePart::Kind::Nested) return SliceStatus::NotFlat;
+    if (p.kind == SlicePart::Kind::Ellipsis) ++ellipses;
+    else if (p.kind == SlicePart::Kind::NewAxis) ++added;
+    else ++addressing;
+  }
+  // Errors of the whole key (and views too wide for kCap) are slice_layout's.
+  if (ellipses > 1 || addressing > rank || rank + added > FlatSlice::kCap) return SliceStatus::NotFlat;
+  const std::vector<LeafMode>& modes = layout.leaves();  // the top-level modes, in order
+  size_t n = 0, m = 0;
+  int64_t offset = 0;
+  auto fail = [&](SliceStatus s, int64_t value = 0, int64_t extent = 0) {
+    err->status = s;
+    err->mode.assign(1, m);
+    err->value = value;
+    err->extent = extent;
+    return s;
+  };
+  for (const SlicePart& p : key) {
+    switch (p.kind) {
+      case SlicePart::Kind::Ellipsis:
+        for (size_t k = addressing; k < rank; ++k) out->leaves[n++] = modes[m++];
+        break;
+      case SlicePart::Kind::NewAxis:
+        out->leaves[n++] = {1, 0};
+        break;
+      case SlicePart::Kind::Index: {
+        const int64_t size = modes[m].extent;
+        const int64_t i = p.index < 0 ? p.index + size : p.index;
+        if (i < 0 || i >= size) return fail(SliceStatus::IndexOutOfRange, p.index, size);
+        offset += i * modes[m].stride;
+        ++m;
+        break;
+      }
+      default: {  // Range
+        if (p.step <= 0) return fail(SliceStatus::StepNotPositive, p.step);
+        int64_t start = p.start, stop = p.stop;
+        const int64_t c = adjust_range(modes[m].extent, &start, &stop, p.step);
+        if (c == 0) return fail(SliceStatus::Empty, modes[m].extent);
+        offset += start * modes[m].stride;
+        // One element: the stride never multiplies (and step may be huge).
+        out->leaves[n++] = {c, c == 1 ? modes[m].stride : modes[m].stride * p.step};
+        ++m;
+        break;
+      }
+    }
+  }
+  for (; m < rank; ++m) out->leaves[n++] = modes[m];  // missing trailing parts: whole modes
+  out->n = n;
+  out->offset = offset;
+  return SliceStatus::Ok;
+}
+
 SliceStatus slice_layout(const Layout& layout, std::span<const SlicePart> key, SliceResult* out, SliceError* err) {
   const std::vector<IntTree>& shape = layout.shape().children;
   const std::vector<IntTree>& stride = layout.stride().children;
@@ -206,6 +265,14 @@ SliceStatus slice_layout(const Layout& layout, std::span<const SlicePart> key, S
     err->value = static_cast<int64_t>(addressing);
     err->extent = static_cast<int64_t>(rank);
     return err->status;
+  }
+  FlatSlice flat;
+  const SliceStatus fs = slice_flat(layout, key, &flat, err);
+  if (fs != SliceStatus::NotFlat) {
+    if (fs != SliceStatus::Ok) return fs;
+    out->offset = flat.offset;
+    out->layout = Layout::flat(std::vector<LeafMode>(flat.leaves, flat.leaves + flat.n));
+    return SliceStatus::Ok;
   }
   Slicer sl;
   sl.err = err;

@@ -58,6 +58,7 @@ enum class SliceStatus : uint8_t {
   NestedOnLeaf,     // a Nested part on a leaf mode
   NestedArity,      // value/extent: the sub-part count and the child count
   NotAllowedNested, // Ellipsis or NewAxis inside a Nested part
+  NotFlat,          // slice_flat only: not its case, use slice_layout
 };
 
 struct SliceError {
@@ -74,6 +75,18 @@ struct SliceResult {
 
 // The view key selects of layout. Ok and *out, or the failure in *err.
 SliceStatus slice_layout(const Layout& layout, std::span<const SlicePart> key, SliceResult* out, SliceError* err);
+
+// The common case of slice_layout without building a Layout (no
+// allocation): every top-level mode of layout is a leaf, no part is nested
+// and the view has at most kCap modes. Its modes (all leaves) and offset,
+// an error status (err filled), or NotFlat (call slice_layout).
+struct FlatSlice {
+  static constexpr size_t kCap = 16;
+  LeafMode leaves[kCap];
+  size_t n = 0;
+  int64_t offset = 0;
+};
+SliceStatus slice_flat(const Layout& layout, std::span<const SlicePart> key, FlatSlice* out, SliceError* err);
 
 // Python's PySlice_AdjustIndices for a positive step: clamps start and stop
 // (INT64_MIN/MAX as open ends, negatives from the end) to [0, size] and

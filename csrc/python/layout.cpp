@@ -12,6 +12,7 @@
 //    tuple/list where the shape has a leaf is "not in domain" (ValueError).
 //  - Layout.canonical(x) with a non-Shape x raises TypeError, as
 //    broadcast_to does.
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -73,6 +74,7 @@ PyObject* Layout_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
 }
 
 void Layout_dealloc(PyObject* self) {
+  Py_CLEAR(as_layout(self)->last_view);
   as_layout(self)->layout.~Layout();
   std::free(as_layout(self)->dl_dims);
   Py_CLEAR(as_layout(self)->shape);
@@ -333,6 +335,23 @@ PyObject* layout_from_engine(const sw::Layout& l) {
 }
 
 PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(nullptr, nullptr, std::move(l)); }
+
+PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n) {
+  LayoutObject* s = as_layout(source);
+  if (s->last_view) {
+    const std::vector<sw::LeafMode>& have = layout_of(s->last_view).leaves();
+    if (std::equal(have.begin(), have.end(), leaves, leaves + n)) return Py_NewRef(s->last_view);
+  }
+  PyObject* lo;
+  try {
+    lo = layout_from_engine(sw::Layout::flat(std::vector<sw::LeafMode>(leaves, leaves + n)));
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
+  }
+  if (lo) Py_XSETREF(s->last_view, Py_NewRef(lo));
+  return lo;
+}
 
 PyObject* layout_shape(PyObject* layout) {
   LayoutObject* o = as_layout(layout);

@@ -29,6 +29,9 @@ struct LayoutObject {
   PyObject* stride;
   sw::Layout layout;
   int64_t* dl_dims;  // DLPack shape then strides (malloc'd on first C-exchange export) or NULL
+  // The flat Layout object last made for a view of this layout (layout_flat_view),
+  // reused while views keep the same modes; NULL until then. Strong.
+  PyObject* last_view;
 };
 extern PyTypeObject Layout_Type;
 inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }
@@ -41,6 +44,10 @@ PyObject* layout_from_engine(sw::Layout&& l);
 // with an exception.
 PyObject* layout_shape(PyObject* layout);
 PyObject* layout_stride(PyObject* layout);
+// The Layout object whose top-level modes are leaves[0..n) (a flat layout),
+// for a view of source: the one the last such view of source got when its
+// modes are the same (layouts are immutable), else a new one. New reference.
+PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n);
 // layout_shape for error messages: never NULL (Py_None when building the
 // Shape failed; the pending exception is kept).
 PyObject* layout_shape_or_none(PyObject* layout);

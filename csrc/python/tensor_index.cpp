@@ -16,6 +16,7 @@
 // ValueError (layout strides are non-negative) and so is an empty range (a
 // Shape has no zero extent); iterating yields t[i, ...] views, rank-0 ones
 // for a rank-1 tensor (as torch does), never element values.
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,22 +73,37 @@ int bad_part(PyObject* part) {
 int parse_part(PyObject* part, int depth, SlicePart* out);
 int parse_parts(PyObject* seq, int depth, std::vector<SlicePart>* out);
 
-// The parts of a key: a few inline (no allocation on the indexing path).
-struct KeyParts {
+// The parts of a key: a few inline, constructed only as needed (no
+// allocation, no zeroing of unused parts on the indexing path).
+class KeyParts {
+ public:
   static constexpr size_t kInline = 8;
-  SlicePart inline_parts[kInline];
-  std::vector<SlicePart> heap;
-  size_t n = 0;
-
+  KeyParts() = default;
+  KeyParts(const KeyParts&) = delete;
+  KeyParts& operator=(const KeyParts&) = delete;
+  ~KeyParts() {
+    for (size_t i = 0; i < built_; ++i) inline_parts()[i].~SlicePart();
+  }
+  // Sizes the key once, to count default parts.
   SlicePart* resize(size_t count) {
-    n = count;
-    if (count <= kInline) return inline_parts;
-    heap.resize(count);
-    return heap.data();
+    n_ = count;
+    if (count > kInline) {
+      heap_.resize(count);
+      return heap_.data();
+    }
+    for (; built_ < count; ++built_) new (&inline_parts()[built_]) SlicePart();
+    return inline_parts();
   }
-  std::span<const SlicePart> span() const {
-    return {n <= kInline ? inline_parts : heap.data(), n};
-  }
+  std::span<const SlicePart> span() const { return {n_ <= kInline ? inline_parts() : heap_.data(), n_}; }
+
+ private:
+  SlicePart* inline_parts() { return std::launder(reinterpret_cast<SlicePart*>(storage_)); }
+  const SlicePart* inline_parts() const { return std::launder(reinterpret_cast<const SlicePart*>(storage_)); }
+
+  alignas(SlicePart) unsigned char storage_[kInline * sizeof(SlicePart)];
+  size_t built_ = 0;
+  size_t n_ = 0;
+  std::vector<SlicePart> heap_;
 };
 
 // The items of a tuple/list part into count parts at out (a list is copied:
@@ -283,23 +299,29 @@ int64_t mode0_size(PyObject* self) { return sw::mode_size(layout_of(as_tensor(se
 PyObject* tensor_view_unrecorded(PyObject* self, std::span<const SlicePart> key, PyObject* key_obj) {
   if (tensor_reject_multi(self, "indexing") < 0) return nullptr;
   TensorObject* t = as_tensor(self);
-  sw::SliceResult r;
   sw::SliceError e;
+  // The common flat case first: no tree is built, and the Layout object of
+  // the previous view of this layout is reused when the modes are the same.
+  sw::FlatSlice flat;
   sw::SliceStatus st = sw::SliceStatus::Ok;
-  if (engine_call([&] { st = sw::slice_layout(layout_of(t->layout), key, &r, &e); }) < 0) return nullptr;
+  if (engine_call([&] { st = sw::slice_flat(layout_of(t->layout), key, &flat, &e); }) < 0) return nullptr;
+  const bool was_flat = st != sw::SliceStatus::NotFlat;
+  sw::SliceResult r;
+  if (!was_flat && engine_call([&] { st = sw::slice_layout(layout_of(t->layout), key, &r, &e); }) < 0)
+    return nullptr;
   if (st != sw::SliceStatus::Ok) {
     raise_slice_error(self, key_obj ? key_obj : Py_None, e);
     return nullptr;
   }
-  const int released = carrier_is_released(t->carrier);
-  if (released < 0) return nullptr;
-  if (released) {
+  if (as_carrier(t->carrier)->released) {
     PyErr_Format(PyExc_RuntimeError, "cannot view a tensor whose %s carrier is released", type_name(t->carrier));
     return nullptr;
   }
-  Ref lo = Ref::steal(layout_from_engine(std::move(r.layout)));
+  Ref lo = Ref::steal(was_flat ? layout_flat_view(t->layout, flat.leaves, flat.n)
+                               : layout_from_engine(std::move(r.layout)));
   if (!lo) return nullptr;
-  return tensor_alloc_view(self, t->offset + static_cast<Py_ssize_t>(r.offset), lo.get());
+  const int64_t delta = was_flat ? flat.offset : r.offset;
+  return tensor_alloc_view(self, t->offset + static_cast<Py_ssize_t>(delta), lo.get());
 }
 
 PyObject* tensor_view(PyObject* self, std::span<const SlicePart> key, PyObject* key_obj) {

@@ -244,3 +244,46 @@ TEST(LayoutSlice, SlicedIndicesAreTheSelectedCoordinates) {
   // rows 1, 3 and columns 0, 2, 4; first mode fastest.
   EXPECT_EQ(indices(o.r.layout, o.r.offset), (std::vector<int64_t>{5, 15, 7, 17, 9, 19}));
 }
+
+// The allocation-free flat case gives what slice_layout gives, and leaves
+// everything else to it.
+TEST(LayoutSlice, FlatSliceAgreesWithSliceLayout) {
+  const Layout l = layout({4, 5, 3}, {15, 3, 1});
+  const std::vector<std::vector<SlicePart>> keys = {
+      {SlicePart::at(1), SlicePart::all()},
+      {SlicePart::range(1, 4, 2), SlicePart::ellipsis(), SlicePart::at(-1)},
+      {SlicePart::new_axis(), SlicePart::range(INT64_MIN, INT64_MAX, 3)},
+      {SlicePart::at(0), SlicePart::at(1), SlicePart::at(2)},
+  };
+  for (const auto& key : keys) {
+    sw::FlatSlice f;
+    sw::SliceError e;
+    ASSERT_EQ(sw::slice_flat(l, key, &f, &e), SliceStatus::Ok);
+    Out o = slice(l, key);
+    ASSERT_EQ(o.status, SliceStatus::Ok);
+    EXPECT_EQ(f.offset, o.r.offset);
+    EXPECT_EQ(std::vector<sw::LeafMode>(f.leaves, f.leaves + f.n), o.r.layout.leaves());
+    EXPECT_EQ(Layout::flat(std::vector<sw::LeafMode>(f.leaves, f.leaves + f.n)), o.r.layout);
+  }
+  sw::FlatSlice f;
+  sw::SliceError e;
+  EXPECT_EQ(sw::slice_flat(l, std::vector<SlicePart>{SlicePart::at(9)}, &f, &e), SliceStatus::IndexOutOfRange);
+  EXPECT_EQ(e.mode, std::vector<size_t>{0});
+  // Not its case: nested parts, hierarchical modes, key-level errors.
+  const Layout h(N({L(2), N({L(3), L(4)})}), N({L(1), N({L(2), L(6)})}));
+  EXPECT_EQ(sw::slice_flat(h, std::vector<SlicePart>{SlicePart::all()}, &f, &e), SliceStatus::NotFlat);
+  EXPECT_EQ(sw::slice_flat(l, std::vector<SlicePart>{SlicePart::of({SlicePart::all()})}, &f, &e),
+            SliceStatus::NotFlat);
+  EXPECT_EQ(sw::slice_flat(l, std::vector<SlicePart>{SlicePart::ellipsis(), SlicePart::ellipsis()}, &f, &e),
+            SliceStatus::NotFlat);
+}
+
+TEST(LayoutSlice, FlatLayoutFromLeaves) {
+  const Layout f = Layout::flat({{2, 3}, {3, 1}});
+  EXPECT_EQ(f, layout({2, 3}, {3, 1}));
+  EXPECT_EQ(f.size(), 6);
+  EXPECT_EQ(f.cosize(), 6);
+  EXPECT_EQ(Layout::flat({}).size(), 1);
+  EXPECT_THROW(Layout::flat({{0, 1}}), std::invalid_argument);
+  EXPECT_THROW(Layout::flat({{2, -1}}), std::invalid_argument);
+}

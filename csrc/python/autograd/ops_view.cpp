@@ -28,29 +28,70 @@ namespace swpy::ops {
 
 namespace {
 
+// A part without nested parts, as plain data: a short flat key is kept in
+// the node itself (the object's zeroed memory needs no constructor), so
+// recording a view allocates nothing but the node and its two tuples.
+struct PlainPart {
+  sw::SlicePart::Kind kind;
+  int64_t index, start, stop, step;
+};
+constexpr size_t kPlainParts = 4;
+
 struct SliceOperationObject {
   OperationObject base;
-  std::vector<sw::SlicePart>* key;  // the parsed key; NULL before a forward
+  bool recorded;                      // a key is stored (plain or heap)
+  size_t plain_count;                 // parts in plain (when heap is NULL)
+  PlainPart plain[kPlainParts];
+  std::vector<sw::SlicePart>* heap;   // a nested or longer key
 };
 
 SliceOperationObject* as_slice(PyObject* o) { return reinterpret_cast<SliceOperationObject*>(o); }
 
 void Slice_dealloc(PyObject* self) {
-  delete as_slice(self)->key;
-  as_slice(self)->key = nullptr;
+  delete as_slice(self)->heap;
+  as_slice(self)->heap = nullptr;
   Operation_Type.tp_dealloc(self);
 }
 
 int set_key(PyObject* op, std::span<const sw::SlicePart> key) {
+  SliceOperationObject* o = as_slice(op);
+  bool plain = key.size() <= kPlainParts;
+  for (const sw::SlicePart& p : key) plain = plain && p.kind != sw::SlicePart::Kind::Nested;
+  if (plain) {
+    delete o->heap;
+    o->heap = nullptr;
+    for (size_t i = 0; i < key.size(); ++i)
+      o->plain[i] = PlainPart{key[i].kind, key[i].index, key[i].start, key[i].stop, key[i].step};
+    o->plain_count = key.size();
+    o->recorded = true;
+    return 0;
+  }
   try {
     auto* k = new std::vector<sw::SlicePart>(key.begin(), key.end());
-    delete as_slice(op)->key;
-    as_slice(op)->key = k;
+    delete o->heap;
+    o->heap = k;
+    o->recorded = true;
     return 0;
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
     return -1;
   }
+}
+
+// The stored key as engine parts.
+std::vector<sw::SlicePart> stored_key(PyObject* op) {
+  SliceOperationObject* o = as_slice(op);
+  if (o->heap) return *o->heap;
+  std::vector<sw::SlicePart> parts(o->plain_count);
+  for (size_t i = 0; i < o->plain_count; ++i) {
+    const PlainPart& p = o->plain[i];
+    parts[i].kind = p.kind;
+    parts[i].index = p.index;
+    parts[i].start = p.start;
+    parts[i].stop = p.stop;
+    parts[i].step = p.step;
+  }
+  return parts;
 }
 
 // _forward(t, key): the view of t that key selects (the parsed key of a
@@ -62,11 +103,13 @@ PyObject* Slice_forward(PyObject* self, PyObject* args) {
     PyErr_Format(PyExc_TypeError, "slice() expects a Tensor, not %.100s", Py_TYPE(t)->tp_name);
     return nullptr;
   }
-  if (!as_slice(self)->key) {
+  if (!as_slice(self)->recorded) {
     std::vector<sw::SlicePart> parts;
     if (tensor_parse_view_key(key, &parts) < 0 || set_key(self, parts) < 0) return nullptr;
   }
-  return tensor_view_unrecorded(t, *as_slice(self)->key, key);
+  std::vector<sw::SlicePart> parts;
+  if (engine_call([&] { parts = stored_key(self); }) < 0) return nullptr;
+  return tensor_view_unrecorded(t, parts, key);
 }
 
 // Values path of the scatter: a list of zeros with g's values at the view's
@@ -91,8 +134,7 @@ PyObject* Slice_backward(PyObject* self, PyObject* g) {
   if (cotangent_operand(g, "slice", &go) < 0) return nullptr;
   PyObject* x = PyTuple_GET_ITEM(in, 0);
   if (!differentiable(x)) return single(Py_NewRef(Py_None));
-  const std::vector<sw::SlicePart>* key = as_slice(self)->key;
-  if (!key) {
+  if (!as_slice(self)->recorded) {
     PyErr_SetString(PyExc_RuntimeError, "slice backward: no forward pass was recorded");
     return nullptr;
   }
@@ -104,7 +146,7 @@ PyObject* Slice_backward(PyObject* self, PyObject* g) {
   sw::SliceStatus st = sw::SliceStatus::Ok;
   if (backward_call("slice", [&] {
         gl = sw::gradient_layout(layout_of(as_tensor(x)->layout));
-        st = sw::slice_layout(gl, *key, &r, &e);
+        st = sw::slice_layout(gl, stored_key(self), &r, &e);
       }) < 0)
     return nullptr;
   if (st != sw::SliceStatus::Ok || r.layout.shape() != go.L().shape()) {
@@ -140,24 +182,48 @@ PyTypeObject SliceOperation_Type = static_type("strideweave.SliceOperation", siz
 
 namespace swpy {
 
+namespace {
+
+// A fresh node with its fields set by hand: every view in grad mode makes
+// one, and this skips zeroing the inline key storage (SliceOperation is not
+// subclassable, so the type is exact).
+PyObject* new_slice_node() {
+  auto* o = PyObject_GC_New(ops::SliceOperationObject, &ops::SliceOperation_Type);
+  if (!o) return nullptr;
+  o->base.dict = nullptr;
+  o->base.weakreflist = nullptr;
+  o->base.inputs = nullptr;
+  o->base.versions = nullptr;
+  o->base.graph_freed = false;
+  o->recorded = false;
+  o->plain_count = 0;
+  o->heap = nullptr;
+  PyObject_GC_Track(o);
+  return reinterpret_cast<PyObject*>(o);
+}
+
+}  // namespace
+
 PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyObject* key_obj) {
-  using ops::SliceOperation_Type;
-  Ref op = Ref::steal(SliceOperation_Type.tp_alloc(&SliceOperation_Type, 0));
-  if (!op || ops::set_key(op.get(), key) < 0) return nullptr;
   if (profiler_current()) {
+    Ref op = Ref::steal(new_slice_node());
+    if (!op || ops::set_key(op.get(), key) < 0) return nullptr;
     Ref args = Ref::steal(PyTuple_Pack(2, source, key_obj ? key_obj : Py_None));
     if (!args) return nullptr;
     return operation_forward(op.get(), args.get());
   }
-  Ref view = Ref::steal(tensor_view_unrecorded(source, *ops::as_slice(op.get())->key, key_obj));
+  Ref view = Ref::steal(tensor_view_unrecorded(source, key, key_obj));
   if (!view) return nullptr;
+  Ref op = Ref::steal(new_slice_node());
+  if (!op || ops::set_key(op.get(), key) < 0) return nullptr;
   // What Operation.forward's recording does, without its generic steps.
   OperationObject* o = reinterpret_cast<OperationObject*>(op.get());
   Ref version = Ref::steal(PyLong_FromUnsignedLongLong(as_carrier(as_tensor(source)->carrier)->version));
   if (!version) return nullptr;
-  o->inputs = PyTuple_Pack(1, source);
-  o->versions = o->inputs ? PyTuple_Pack(1, version.get()) : nullptr;
-  if (!o->versions) return nullptr;
+  if (!(o->inputs = PyTuple_New(1))) return nullptr;
+  PyTuple_SET_ITEM(o->inputs, 0, Py_NewRef(source));
+  if (!(o->versions = PyTuple_New(1))) return nullptr;
+  PyTuple_SET_ITEM(o->versions, 0, version.release());
   as_tensor(view.get())->autograd_ctx = op.release();
   return view.release();
 }
