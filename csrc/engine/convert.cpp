@@ -1,10 +1,14 @@
 #include "convert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include "executor.hpp"
 
 namespace sw {
 
@@ -269,6 +273,49 @@ ConvertStatus convert_strided(void* dst, DTypeCode dst_code, const int64_t* dst_
     case DTypeCode::Int32: return dispatch(static_cast<int32_t*>(dst), s, d, format);
     default: return dispatch(static_cast<uint8_t*>(dst), s, d, format);
   }
+}
+
+ConvertStatus convert_strided_parallel(void* dst, DTypeCode dst_code, const int64_t* dst_strides, const void* src,
+                                       ScalarFormat format, const int64_t* src_byte_strides, const int64_t* extents,
+                                       int rank, int ways) {
+  int64_t count = 1;
+  for (int k = 0; k < rank; ++k) count *= extents[k];
+  int d = 0;
+  while (d < rank && extents[d] == 1) ++d;
+  if (ways <= 0) ways = static_cast<int>(executor_core_threads());
+  constexpr int kMaxPieceRank = 64;
+  if (count < kParallelConvertElements || d == rank || ways < 2 || rank > kMaxPieceRank ||
+      !kind_accepted(format.kind, dst_code))
+    return convert_strided(dst, dst_code, dst_strides, src, format, src_byte_strides, extents, rank);
+  // Pieces along dimension d (every dimension before it has extent 1, so a
+  // piece's row-major ordinals continue from first * inner).
+  const int64_t inner = count / extents[d];
+  const int64_t min_rows = std::max<int64_t>(1, kParallelConvertElements / 4 / inner);
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(extents[d] / min_rows, int64_t(ways) * 4));
+  const int64_t item = itemsize(dst_code);
+  std::vector<ConvertStatus> status(static_cast<size_t>(pieces));
+  std::vector<std::exception_ptr> failure(static_cast<size_t>(pieces));
+  run_pieces(static_cast<size_t>(pieces), [&](size_t p) {
+    try {
+      const int64_t first = extents[d] * static_cast<int64_t>(p) / pieces;
+      const int64_t last = extents[d] * static_cast<int64_t>(p + 1) / pieces;
+      int64_t ext[kMaxPieceRank];
+      std::copy(extents, extents + rank, ext);
+      ext[d] = last - first;
+      ConvertStatus st = convert_strided(static_cast<char*>(dst) + first * dst_strides[d] * item, dst_code,
+                                         dst_strides, static_cast<const char*>(src) + first * src_byte_strides[d],
+                                         format, src_byte_strides, ext, rank);
+      if (st.error != ConvertError::None) st.ordinal += first * inner;
+      status[p] = st;
+    } catch (...) {
+      failure[p] = std::current_exception();  // rethrown on the calling thread
+    }
+  }, ways);
+  for (const std::exception_ptr& e : failure)
+    if (e) std::rethrow_exception(e);
+  for (const ConvertStatus& st : status)  // pieces are in order: the first failure is the earliest element
+    if (st.error != ConvertError::None) return st;
+  return {};
 }
 
 }  // namespace sw

@@ -50,4 +50,16 @@ ConvertStatus convert_strided(void* dst, DTypeCode dst_code, const int64_t* dst_
                               ScalarFormat format, const int64_t* src_byte_strides, const int64_t* extents,
                               int rank);
 
+// Conversions of at least this many elements are cut into pieces that run
+// on several threads.
+inline constexpr int64_t kParallelConvertElements = int64_t(1) << 18;
+// convert_strided on this thread and up to ways - 1 executor workers (<= 0:
+// the pool's core thread count): the outermost dimension longer than 1 is
+// cut into pieces of about kParallelConvertElements / 4 elements or more.
+// The same result and status as convert_strided (the first offending element
+// of the whole data, in row-major order); smaller data runs on this thread.
+ConvertStatus convert_strided_parallel(void* dst, DTypeCode dst_code, const int64_t* dst_strides, const void* src,
+                                       ScalarFormat format, const int64_t* src_byte_strides, const int64_t* extents,
+                                       int rank, int ways = 0);
+
 }  // namespace sw

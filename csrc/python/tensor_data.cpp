@@ -170,7 +170,9 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   const int64_t n = sw::data::element_count(shape);
   sw::ConvertStatus st;
   auto run = [&] {
-    st = sw::convert_strided(dst, code, p.strides.data(), view.buf, fmt, strides.data(), shape.data(), view.ndim);
+    // Large data is converted on several threads (the pool's workers help).
+    st = sw::convert_strided_parallel(dst, code, p.strides.data(), view.buf, fmt, strides.data(), shape.data(),
+                                      view.ndim);
   };
   if (n >= kGilFreeElements) {
     GilRelease nogil;

@@ -146,3 +146,30 @@ TEST(ConvertStrided, ByteSwappedHalfAndBoolAndRankZero) {
   EXPECT_EQ(st.error, sw::ConvertError::None);
   EXPECT_EQ(o, 42);
 }
+
+// The parallel conversion gives convert_strided's result and first error.
+TEST(ConvertStrided, ParallelPiecesAgreeWithOneThread) {
+  const int64_t rows = 600, cols = 1000;  // above kParallelConvertElements
+  ASSERT_GE(rows * cols, sw::kParallelConvertElements);
+  std::vector<double> src(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) * 0.5;
+  const int64_t ext[] = {rows, cols}, ss[] = {cols * 8, 8}, ds[] = {1, rows};  // transposed destination
+  std::vector<float> one(src.size()), many(src.size());
+  auto a = sw::convert_strided(one.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2);
+  auto b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2, 4);
+  EXPECT_EQ(a.error, sw::ConvertError::None);
+  EXPECT_EQ(b.error, sw::ConvertError::None);
+  EXPECT_EQ(one, many);
+  src[static_cast<size_t>(450 * cols + 7)] = 1e300;  // a late row: reported with its global ordinal
+  src[static_cast<size_t>(590 * cols)] = -1e300;
+  b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2, 4);
+  EXPECT_EQ(b.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(b.ordinal, 450 * cols + 7);
+  // A leading extent-1 dimension: the pieces cut the next one.
+  const int64_t ext3[] = {1, rows * cols}, ss3[] = {0, 8}, ds3[] = {0, 1};
+  src[static_cast<size_t>(450 * cols + 7)] = 1.0;
+  src[static_cast<size_t>(590 * cols)] = 2.0;
+  b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds3, src.data(), fmt("d"), ss3, ext3, 2, 3);
+  EXPECT_EQ(b.error, sw::ConvertError::None);
+  for (size_t i = 0; i < src.size(); i += 9973) EXPECT_EQ(many[i], static_cast<float>(src[i]));
+}
