@@ -3,18 +3,13 @@ precise types: shape is tuple[int, ...], an int or int-tuple key gives a
 value, a slice key a Tensor, item() a value, tolist() a list or a value,
 and the constructors, operators and dtype names are typed. The wrong
 assignments at the end must be reported (an Any would hide them)."""
-import os
-import pathlib
 import re
-import sys
 
 import pytest
 
-import strideweave as sw
+from conftest import run_mypy_strict
 
-api = pytest.importorskip("mypy.api")
-
-PACKAGE_ROOT = pathlib.Path(sw.__file__).resolve().parent.parent
+pytest.importorskip("mypy.api")
 
 SCRIPT = """\
 import numpy as np
@@ -74,21 +69,8 @@ EXPECTED = [
 
 
 def test_a_numpy_style_script_has_precise_types(tmp_path):
-    src = tmp_path / "script.py"
-    src.write_text(SCRIPT)
-    args = [str(src), "--strict", "--no-incremental", "--cache-dir", os.devnull, "--python-executable",
-            sys.executable, "--no-error-summary", "--hide-error-context"]
-    env_before = os.environ.get("MYPYPATH")
-    if "site-packages" not in PACKAGE_ROOT.parts:  # dev mode: the source tree's package
-        os.environ["MYPYPATH"] = str(PACKAGE_ROOT)
-    try:
-        out, err, _ = api.run(args)
-    finally:
-        if env_before is None:
-            os.environ.pop("MYPYPATH", None)
-        else:
-            os.environ["MYPYPATH"] = env_before
-    lines = out.splitlines()
+    lines, err = run_mypy_strict(SCRIPT, tmp_path)
+    out = "\n".join(lines)
     # Older mypy versions print builtins with their module.
     revealed = [x.split("Revealed type is ")[1].strip('"').replace("builtins.", "") for x in lines
                 if "Revealed type is" in x]

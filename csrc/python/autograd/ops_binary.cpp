@@ -62,23 +62,28 @@ PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
 
 PyObject* scalar_forward(Binary kind, PyObject* self, Operand& a, PyObject* s);
 
-PyObject* Add_forward(PyObject* self, PyObject* args) {
+// _forward(a, b) of add and mul: b is a tensor (broadcast) or a number (kept
+// on the node).
+PyObject* tensor_or_number_forward(Binary kind, PyObject* self, PyObject* args) {
+  const char* op = kind == Binary::Add ? "add" : "mul";
   PyObject *x, *y;
-  if (!PyArg_UnpackTuple(args, "add", 2, 2, &x, &y)) return nullptr;
+  if (!PyArg_UnpackTuple(args, op, 2, 2, &x, &y)) return nullptr;
   Operand a, b;
-  if (compute_operand(x, "add", &a) < 0) return nullptr;
+  if (compute_operand(x, op, &a) < 0) return nullptr;
   if (!is_tensor(y)) {
     if (!is_scalar(y)) {
-      PyErr_Format(PyExc_TypeError, "add() expects a Tensor or a Python int/float as b, not %.100s",
+      PyErr_Format(PyExc_TypeError, "%s() expects a Tensor or a Python int/float as b, not %.100s", op,
                    Py_TYPE(y)->tp_name);
       return nullptr;
     }
-    return scalar_forward(Binary::Add, self, a, y);
+    return scalar_forward(kind, self, a, y);
   }
-  if (compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0) return nullptr;
+  if (compute_operand(y, op, &b) < 0 || check_pair(a, b, op) < 0) return nullptr;
   Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
-  return binary_forward(Binary::Add, a, b, "add");
+  return binary_forward(kind, a, b, op);
 }
+
+PyObject* Add_forward(PyObject* self, PyObject* args) { return tensor_or_number_forward(Binary::Add, self, args); }
 
 PyObject* Add_backward(PyObject* self, PyObject* g) {
   const bool scalar = reinterpret_cast<MulOperationObject*>(self)->scalar != nullptr;
@@ -158,23 +163,7 @@ PyObject* scalar_forward(Binary kind, PyObject* self, Operand& a, PyObject* s) {
   return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), out, nullptr);
 }
 
-PyObject* Mul_forward(PyObject* self, PyObject* args) {
-  PyObject *x, *y;
-  if (!PyArg_UnpackTuple(args, "mul", 2, 2, &x, &y)) return nullptr;
-  Operand a, b;
-  if (compute_operand(x, "mul", &a) < 0) return nullptr;
-  if (!is_tensor(y)) {
-    if (!is_scalar(y)) {
-      PyErr_Format(PyExc_TypeError, "mul() expects a Tensor or a Python int/float as b, not %.100s",
-                   Py_TYPE(y)->tp_name);
-      return nullptr;
-    }
-    return scalar_forward(Binary::Mul, self, a, y);
-  }
-  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0) return nullptr;
-  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
-  return binary_forward(Binary::Mul, a, b, "mul");
-}
+PyObject* Mul_forward(PyObject* self, PyObject* args) { return tensor_or_number_forward(Binary::Mul, self, args); }
 
 // Gradient of x for mul: g * other (other broadcast over g's extents, or the
 // scalar s when other is NULL), summed onto x's gradient layout.
