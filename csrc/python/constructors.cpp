@@ -20,7 +20,6 @@
 //    the last few row-major layouts made here are reused.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "data_shape.hpp"
@@ -33,6 +32,7 @@
 #include "tensor_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"
+#include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
@@ -64,7 +64,7 @@ int bad_shape(const char* fn, PyObject* shape) {
 }
 
 int extent_of(const char* fn, PyObject* shape, PyObject* item, int64_t* out) {
-  if (PyBool_Check(item) || !PyIndex_Check(item)) return bad_shape(fn, shape);
+  if (is_bool(item) || !PyIndex_Check(item)) return bad_shape(fn, shape);
   const Py_ssize_t v = PyNumber_AsSsize_t(item, PyExc_OverflowError);
   if (v == -1 && PyErr_Occurred()) return -1;
   *out = v;
@@ -241,8 +241,7 @@ PyObject* fn_ones(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // The dtype a number infers (tensor()'s rule): Bool, Int32 or Float32.
 int inferred_code(const char* fn, PyObject* v, sw::DTypeCode* code) {
-  const char* tn = Py_TYPE(v)->tp_name;
-  if (PyBool_Check(v) || std::strcmp(tn, "numpy.bool") == 0 || std::strcmp(tn, "numpy.bool_") == 0)
+  if (is_bool(v))
     *code = sw::DTypeCode::Bool;
   else if (PyLong_Check(v) || PyIndex_Check(v))
     *code = sw::DTypeCode::Int32;
@@ -268,14 +267,11 @@ PyObject* fn_full(PyObject*, PyObject* args, PyObject* kwargs) {
   } else if (parse_dtype("full", dtype, &code) < 0) {
     return nullptr;
   }
-  if (code == sw::DTypeCode::Bool && PyObject_TypeCheck(value, &PyBool_Type) == 0) {
+  if (code == sw::DTypeCode::Bool && is_bool(value) && !PyBool_Check(value)) {
     // A NumPy bool is a bool here, as in tensor().
-    const char* tn = Py_TYPE(value)->tp_name;
-    if (std::strcmp(tn, "numpy.bool") == 0 || std::strcmp(tn, "numpy.bool_") == 0) {
-      const int t = PyObject_IsTrue(value);
-      if (t < 0) return nullptr;
-      return filled(e, code, t ? Py_True : Py_False);
-    }
+    const int t = PyObject_IsTrue(value);
+    if (t < 0) return nullptr;
+    return filled(e, code, t ? Py_True : Py_False);
   }
   return filled(e, code, value);
 }
@@ -283,15 +279,14 @@ PyObject* fn_full(PyObject*, PyObject* args, PyObject* kwargs) {
 // ------------------------------------------------------------ arange
 
 bool is_int_number(PyObject* v) {
-  if (PyBool_Check(v)) return false;
+  if (is_bool(v)) return false;
   return PyLong_Check(v) || (PyIndex_Check(v) && !PyFloat_Check(v));
 }
 
 int arange_number(PyObject* v, const char* what) {
-  const char* tn = Py_TYPE(v)->tp_name;
-  if (PyBool_Check(v) || std::strcmp(tn, "numpy.bool") == 0 || std::strcmp(tn, "numpy.bool_") == 0 ||
+  if (is_bool(v) ||
       !(PyIndex_Check(v) || PyFloat_Check(v) || (Py_TYPE(v)->tp_as_number && Py_TYPE(v)->tp_as_number->nb_float))) {
-    PyErr_Format(PyExc_TypeError, "arange() %s must be an int or a float, not %.100s", what, tn);
+    PyErr_Format(PyExc_TypeError, "arange() %s must be an int or a float, not %.100s", what, Py_TYPE(v)->tp_name);
     return -1;
   }
   return 0;

@@ -28,6 +28,7 @@
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
+#include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
@@ -42,7 +43,7 @@ using sw::SlicePart;
 // and not an array (an ndarray has __index__ too: advanced indexing).
 bool is_int_part(PyObject* o) {
   if (PyLong_CheckExact(o)) return true;
-  if (PyBool_Check(o) || PyTuple_Check(o) || PyList_Check(o)) return false;
+  if (is_bool(o) || PyTuple_Check(o) || PyList_Check(o)) return false;
   return PyLong_Check(o) || (PyIndex_Check(o) && !PySequence_Check(o));
 }
 
@@ -60,7 +61,7 @@ int holds_view_part(PyObject* key, int depth) {
 }
 
 int bad_part(PyObject* part) {
-  if (PyBool_Check(part))
+  if (is_bool(part))
     PyErr_SetString(PyExc_TypeError, "Tensor index parts cannot be bool (an int, a slice, ..., None or a tuple)");
   else
     PyErr_Format(PyExc_TypeError,

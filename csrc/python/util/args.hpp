@@ -37,7 +37,7 @@ inline int size_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py
 // that points to strideweave.tensor, which makes a tensor from values.
 inline int carrier_size_arg(PyObject* o, Py_ssize_t* out, const char* cls) {
   if (ssize_arg(o, out, "size")) return 1;
-  if (!PyErr_ExceptionMatches(PyExc_TypeError) || PyBool_Check(o)) return 0;
+  if (!PyErr_ExceptionMatches(PyExc_TypeError) || is_bool(o)) return 0;
   PyErr_Clear();
   PyErr_Format(PyExc_TypeError,
                "%s() size must be an int (the number of slots), not %.100s; to make a tensor from values use "
