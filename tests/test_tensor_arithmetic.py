@@ -102,3 +102,13 @@ def test_float_int_bool_of_one_element():
         float(m23())
     with pytest.raises(TypeError, match=r"int\(\) needs a one-element tensor"):
         int(m23())
+
+
+def test_generic_tensors_take_numbers_on_the_values_path():
+    g = sw.Tensor(sw.Generic([1.0, 2.0, 3.0]), 0, sw.Layout.canonical(sw.Shape(3)))
+    y = (g + 1.5) * 2 - g / 2
+    assert y.tolist() == [4.5, 6.0, 7.5] and type(y.carrier) is sw.Generic
+    sw.reduce_sum(y).backward()
+    assert g.grad.tolist() == [1.5, 1.5, 1.5]
+    i = sw.Tensor(sw.Generic([1, 2], dtype=sw.int32), 0, sw.Layout.canonical(sw.Shape(2)))
+    assert (10 - i).tolist() == [9, 8] and (10 - i).dtype() is sw.DType.Int32
