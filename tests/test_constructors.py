@@ -50,6 +50,10 @@ def test_shape_errors():
     with pytest.raises(TypeError, match="unexpected keyword argument"):
         sw.zeros(2, dtyp=sw.int32)
     assert sw.zeros(shape=(1, 2)).shape == (1, 2)
+    assert sw.ones(np.array([2, 3])).shape == (2, 3) and sw.ones(np.int64(4)).shape == (4,)
+    assert sw.zeros(range(1, 3)).shape == (1, 2)
+    with pytest.raises(TypeError, match="not bool"):
+        sw.zeros(True)
 
 
 def test_large_tensors_fill_natively():

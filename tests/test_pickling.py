@@ -129,6 +129,18 @@ def test_tensors_over_other_carriers_refuse_too():
         copy.deepcopy(tiled_ramp()[1])
 
 
+def test_a_tensor_of_a_compound_dtype_refuses():
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class OnePlane(sw.CompoundDType):
+        simple_types = (sw.float32,)
+
+    lay = sw.Layout.canonical(sw.Shape(2))
+    t = sw.Tensor._from_representation(TensorRepresentation(OnePlane(), [Subtensor(sw.float32, sw.CPU(2), 0, lay)], []))
+    with pytest.raises(TypeError, match="compound dtype OnePlane"):
+        pickle.dumps(t)
+
+
 def test_released_and_multi_subtensor_tensors_refuse():
     t = sw.tensor([1.0])
     sw.move(t, sw.CPU(1))

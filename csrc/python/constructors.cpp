@@ -72,10 +72,13 @@ int extent_of(const char* fn, PyObject* shape, PyObject* item, int64_t* out) {
 }
 
 int parse_shape(const char* fn, PyObject* shape, Extents* out) {
-  if (PyLong_CheckExact(shape) || (!PyTuple_Check(shape) && !PyList_Check(shape) && PyIndex_Check(shape))) {
+  // A sequence of ints (a tuple, a list, an ndarray's shape or a 1-d int
+  // array), or one int.
+  const bool sequence = PyTuple_Check(shape) || PyList_Check(shape) || (!is_bool(shape) && PySequence_Check(shape));
+  if (!sequence && !is_bool(shape) && PyIndex_Check(shape)) {
     out->n = 1;
     if (extent_of(fn, shape, shape, &out->inline_[0]) < 0) return -1;
-  } else if (PyTuple_Check(shape) || PyList_Check(shape)) {
+  } else if (sequence && !PyUnicode_Check(shape) && !PyBytes_Check(shape)) {
     Ref items = Ref::steal(PySequence_Tuple(shape));  // __index__ may change a list
     if (!items) return -1;
     const Py_ssize_t n = PyTuple_GET_SIZE(items.get());

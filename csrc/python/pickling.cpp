@@ -172,6 +172,11 @@ PyObject* generic_reduce(PyObject* self, PyObject*) {
 PyObject* tensor_reduce(PyObject* self, PyObject*) {
   if (tensor_reject_multi(self, "pickling") < 0) return nullptr;
   TensorObject* t = as_tensor(self);
+  if (dtype_code(t->dtype) == sw::DTypeCode::Compound) {
+    // Tensor(carrier, offset, layout) would load with the carrier's dtype.
+    PyErr_Format(PyExc_TypeError, "cannot pickle or deepcopy a tensor of the compound dtype %s", type_name(t->dtype));
+    return nullptr;
+  }
   return Py_BuildValue("(O(OnO))", reinterpret_cast<PyObject*>(Py_TYPE(self)), t->carrier, t->offset, t->layout);
 }
 
