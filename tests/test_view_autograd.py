@@ -87,3 +87,26 @@ def test_the_profiler_records_the_slice_event():
     assert names == ["slice"]
     sw.reduce_sum(v).backward()
     assert t.grad.tolist() == [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
+
+
+def test_a_view_node_is_built_once_when_asked_for():
+    t = ramp((2, 3))
+    v = t[:, 1]
+    t[0, 0] = 9.0  # after the view: its node keeps the version the view saw
+    node = v.autograd_ctx
+    assert node is v.autograd_ctx and node.inputs() == (t,) and node.input_versions() == (0,)
+    v.autograd_ctx = None  # an explicit ctx (here: none) replaces it
+    assert v.autograd_ctx is None
+
+
+def test_a_view_kept_as_its_sources_grad_is_collected():
+    import gc
+    import weakref
+
+    t = ramp((2, 2))
+    v = t[0:2, :]
+    t.grad = v  # a cycle: t -> its grad v -> v's source (for the node it has not built yet) t
+    ref = weakref.ref(t)
+    del t, v
+    gc.collect()
+    assert ref() is None

@@ -171,11 +171,8 @@ PyObject* Layout_get_stride(PyObject* self, void*) { return Py_XNewRef(layout_st
 PyObject* Layout_get_size(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).size()); }
 PyObject* Layout_get_cosize(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).cosize()); }
 PyObject* Layout_get_is_injective(PyObject* self, void*) {
-  try {
-    return PyBool_FromLong(layout_of(self).is_injective());
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  const int r = layout_is_injective(self);
+  return r < 0 ? nullptr : PyBool_FromLong(r);
 }
 
 PyObject* Layout_leaves(PyObject* self, PyObject*) {
@@ -352,6 +349,19 @@ PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t 
   }
   if (lo) Py_XSETREF(s->last_view, Py_NewRef(lo));
   return lo;
+}
+
+int layout_is_injective(PyObject* layout) {
+  LayoutObject* o = as_layout(layout);
+  if (o->injective == 0) {
+    try {
+      o->injective = o->layout.is_injective() ? 1 : -1;
+    } catch (const std::bad_alloc&) {
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  return o->injective > 0 ? 1 : 0;
 }
 
 PyObject* layout_shape(PyObject* layout) {

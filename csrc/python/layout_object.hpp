@@ -32,6 +32,9 @@ struct LayoutObject {
   // The flat Layout object last made for a view of this layout (layout_flat_view),
   // reused while views keep the same modes; NULL until then. Strong.
   PyObject* last_view;
+  // Layout::is_injective() once asked for (views ask on every indexing):
+  // 0 not yet known, 1 injective, -1 not.
+  int8_t injective;
 };
 extern PyTypeObject Layout_Type;
 inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }
@@ -48,6 +51,9 @@ PyObject* layout_stride(PyObject* layout);
 // for a view of source: the one the last such view of source got when its
 // modes are the same (layouts are immutable), else a new one. New reference.
 PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n);
+// Whether the layout is injective (cached on the object). 1 / 0, or -1 with
+// MemoryError.
+int layout_is_injective(PyObject* layout);
 // layout_shape for error messages: never NULL (Py_None when building the
 // Shape failed; the pending exception is kept).
 PyObject* layout_shape_or_none(PyObject* layout);

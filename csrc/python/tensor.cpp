@@ -30,6 +30,7 @@ int Tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(t->representation);
   Py_VISIT(t->autograd_ctx);
   Py_VISIT(t->grad);
+  Py_VISIT(t->view_source);
   return 0;
 }
 
@@ -40,6 +41,7 @@ int Tensor_clear(PyObject* self) {
   Py_CLEAR(t->representation);
   Py_CLEAR(t->autograd_ctx);
   Py_CLEAR(t->grad);
+  Py_CLEAR(t->view_source);
   return 0;
 }
 
@@ -72,6 +74,8 @@ PyObject* tensor_alloc(PyTypeObject* type, PyObject* carrier, Py_ssize_t offset,
   t->autograd_ctx = nullptr;
   t->grad = nullptr;
   t->retains_grad = false;
+  t->view_source = nullptr;
+  t->view_version = 0;
   return self;
 }
 
@@ -146,13 +150,14 @@ PyObject* Tensor_get_version(PyObject* self, void*) {
 }
 
 PyObject* Tensor_get_autograd_ctx(PyObject* self, void*) {
-  TensorObject* t = as_tensor(self);
-  if (!t->autograd_ctx) Py_RETURN_NONE;
-  return Py_NewRef(t->autograd_ctx);
+  PyObject* ctx;
+  if (tensor_autograd_ctx(self, &ctx) < 0) return nullptr;
+  return Py_NewRef(ctx ? ctx : Py_None);
 }
 
 int Tensor_set_autograd_ctx(PyObject* self, PyObject* value, void*) {
   TensorObject* t = as_tensor(self);
+  Py_CLEAR(t->view_source);  // an explicit ctx replaces a deferred view node
   if (value == nullptr || value == Py_None) {
     Py_CLEAR(t->autograd_ctx);
     return 0;
@@ -346,6 +351,18 @@ PyGetSetDef Tensor_getset[] = {
 }  // namespace
 
 PyTypeObject Tensor_Type = static_type("strideweave.Tensor", sizeof(TensorObject));
+
+int tensor_autograd_ctx(PyObject* self, PyObject** out) {
+  TensorObject* t = as_tensor(self);
+  if (!t->autograd_ctx && t->view_source) {
+    PyObject* node = view_node(self);
+    if (!node) return -1;
+    t->autograd_ctx = node;
+    Py_CLEAR(t->view_source);
+  }
+  *out = t->autograd_ctx;
+  return 0;
+}
 
 PyObject* tensor_alloc_view(PyObject* t, Py_ssize_t offset, PyObject* layout) {
   return tensor_alloc(&Tensor_Type, as_tensor(t)->carrier, offset, layout, as_tensor(t)->dtype);

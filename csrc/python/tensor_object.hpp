@@ -20,13 +20,21 @@ struct TensorObject {
   PyObject* layout;
   PyObject* dtype;           // logical dtype
   PyObject* representation;  // TensorRepresentation for multi-subtensor; else NULL
-  PyObject* autograd_ctx;    // Operation or NULL
+  PyObject* autograd_ctx;    // Operation or NULL (read through tensor_autograd_ctx)
   PyObject* grad;            // Tensor or NULL
   bool retains_grad;
+  // A view made in grad mode whose SliceOperation node is not built yet:
+  // the source tensor (strong) and its carrier's version at view time. The
+  // node is built when anything asks for autograd_ctx (tensor_autograd_ctx).
+  PyObject* view_source;
+  uint64_t view_version;
 };
 extern PyTypeObject Tensor_Type;
 inline bool is_tensor(PyObject* o) { return PyObject_TypeCheck(o, &Tensor_Type); }
 inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }
+// The tensor's autograd_ctx (borrowed; NULL for a leaf), building a
+// deferred view node first. -1 with an exception when building it failed.
+int tensor_autograd_ctx(PyObject* t, PyObject** out);
 // Validating constructor (same checks as Tensor(...)).
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout);
 // True for a multi-subtensor tensor.
@@ -52,6 +60,9 @@ PyObject* tensor_view(PyObject* self, std::span<const sw::SlicePart> key, PyObje
 PyObject* tensor_view_unrecorded(PyObject* self, std::span<const sw::SlicePart> key, PyObject* key_obj);
 // The view with its SliceOperation node (autograd/ops_view.cpp).
 PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyObject* key_obj);
+// The SliceOperation node of a deferred view (t->view_source set): inputs
+// (source,), its version, and the view's offset and layout (autograd/ops_view.cpp).
+PyObject* view_node(PyObject* view);
 // pickle / copy.deepcopy: Tensor(carrier, offset, layout) (pickling.cpp).
 PyObject* tensor_reduce(PyObject* self, PyObject* unused);
 // repr(t): values, dtype, carrier class, layout (tensor_repr.cpp).

@@ -204,7 +204,8 @@ int discover(AG::BackwardGraph& g, std::vector<Node>& nodes) {
     nodes.resize(g.size());
     PyObject* t = tensor_at(g, i);  // kept alive by a discovered node's inputs
     nodes[i].tensor = Ref::borrow(t);
-    PyObject* ctx = as_tensor(t)->autograd_ctx;
+    PyObject* ctx;
+    if (tensor_autograd_ctx(t, &ctx) < 0) return -1;
     if (!ctx || ctx == Py_None) {
       g.set_leaf(i);
       continue;

@@ -237,6 +237,7 @@ PyObject* attach(PyObject* op, PyObject* args, Ref result) {
   if (!autograd::differentiable(result.get())) return result.release();
   if (save_inputs(as_op(op), args) < 0) return nullptr;
   Py_XSETREF(as_tensor(result.get())->autograd_ctx, Py_NewRef(op));
+  Py_CLEAR(as_tensor(result.get())->view_source);  // this node replaces a deferred one
   return result.release();
 }
 

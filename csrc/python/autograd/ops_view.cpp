@@ -9,7 +9,9 @@
 //
 // The node is recorded natively (no _forward call) unless a profiler session
 // is active; then the generic Operation.forward runs, which records the
-// "slice" event like any operation's.
+// "slice" event like any operation's. A view of an injective tensor defers
+// its node: the view keeps its source and version, and the node is built
+// the first time autograd_ctx is asked for (by backward, or by the user).
 #include <new>
 
 #include "autograd/ops_support.hpp"
@@ -37,12 +39,19 @@ struct PlainPart {
 };
 constexpr size_t kPlainParts = 4;
 
+// A node knows the view's slots in the input's gradient one of two ways: by
+// the key (applied to the gradient layout at backward), or, for a view of an
+// injective input (whose gradient layout is its own layout), by the view's
+// offset from the input's and its layout: a deferred node (tensor_autograd_ctx)
+// is always the second kind.
 struct SliceOperationObject {
   OperationObject base;
-  bool recorded;                      // a key is stored (plain or heap)
+  bool recorded;                      // a key is stored (plain or heap), or view_layout is set
   size_t plain_count;                 // parts in plain (when heap is NULL)
   PlainPart plain[kPlainParts];
   std::vector<sw::SlicePart>* heap;   // a nested or longer key
+  PyObject* view_layout;              // the view's Layout (strong), or NULL for a key
+  int64_t view_delta;                 // the view's offset minus the input's
 };
 
 SliceOperationObject* as_slice(PyObject* o) { return reinterpret_cast<SliceOperationObject*>(o); }
@@ -50,6 +59,7 @@ SliceOperationObject* as_slice(PyObject* o) { return reinterpret_cast<SliceOpera
 void Slice_dealloc(PyObject* self) {
   delete as_slice(self)->heap;
   as_slice(self)->heap = nullptr;
+  Py_CLEAR(as_slice(self)->view_layout);
   Operation_Type.tp_dealloc(self);
 }
 
@@ -138,19 +148,27 @@ PyObject* Slice_backward(PyObject* self, PyObject* g) {
     PyErr_SetString(PyExc_RuntimeError, "slice backward: no forward pass was recorded");
     return nullptr;
   }
-  // The same key on the gradient layout (same shape as x) selects the
-  // gradient's slots of the view's coordinates.
+  // The gradient's slots of the view's coordinates: the same key on the
+  // gradient layout (same shape as x), or, for an injective x (its own
+  // layout is its gradient's), the view's own offset and layout.
+  SliceOperationObject* o = as_slice(self);
   sw::Layout gl;
   sw::SliceResult r;
   sw::SliceError e;
   sw::SliceStatus st = sw::SliceStatus::Ok;
   if (backward_call("slice", [&] {
         gl = sw::gradient_layout(layout_of(as_tensor(x)->layout));
-        st = sw::slice_layout(gl, stored_key(self), &r, &e);
+        if (o->view_layout) {
+          r.offset = o->view_delta;
+          r.layout = layout_of(o->view_layout);
+          if (!(gl == layout_of(as_tensor(x)->layout))) st = sw::SliceStatus::Inexpressible;
+        } else {
+          st = sw::slice_layout(gl, stored_key(self), &r, &e);
+        }
       }) < 0)
     return nullptr;
   if (st != sw::SliceStatus::Ok || r.layout.shape() != go.L().shape()) {
-    PyErr_SetString(PyExc_RuntimeError, "slice backward: the key no longer fits the input's gradient layout");
+    PyErr_SetString(PyExc_RuntimeError, "slice backward: the view no longer fits the input's gradient layout");
     return nullptr;
   }
   PyObject* lobj = grad_layout_object(x, gl);
@@ -198,11 +216,37 @@ PyObject* new_slice_node() {
   o->recorded = false;
   o->plain_count = 0;
   o->heap = nullptr;
+  o->view_layout = nullptr;
+  o->view_delta = 0;
   PyObject_GC_Track(o);
   return reinterpret_cast<PyObject*>(o);
 }
 
+// Saves the node's input and its version token.
+int save_input(PyObject* op, PyObject* source, uint64_t version) {
+  OperationObject* o = reinterpret_cast<OperationObject*>(op);
+  Ref v = Ref::steal(PyLong_FromUnsignedLongLong(version));
+  if (!v) return -1;
+  if (!(o->inputs = PyTuple_New(1))) return -1;
+  PyTuple_SET_ITEM(o->inputs, 0, Py_NewRef(source));
+  if (!(o->versions = PyTuple_New(1))) return -1;
+  PyTuple_SET_ITEM(o->versions, 0, v.release());
+  return 0;
+}
+
 }  // namespace
+
+PyObject* view_node(PyObject* view) {
+  TensorObject* v = as_tensor(view);
+  PyObject* source = v->view_source;
+  Ref op = Ref::steal(new_slice_node());
+  if (!op || save_input(op.get(), source, v->view_version) < 0) return nullptr;
+  ops::SliceOperationObject* o = ops::as_slice(op.get());
+  o->view_layout = Py_NewRef(v->layout);
+  o->view_delta = v->offset - as_tensor(source)->offset;
+  o->recorded = true;
+  return op.release();
+}
 
 PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyObject* key_obj) {
   if (profiler_current()) {
@@ -214,16 +258,18 @@ PyObject* view_forward(PyObject* source, std::span<const sw::SlicePart> key, PyO
   }
   Ref view = Ref::steal(tensor_view_unrecorded(source, key, key_obj));
   if (!view) return nullptr;
+  const uint64_t version = as_carrier(as_tensor(source)->carrier)->version;
+  const int injective = layout_is_injective(as_tensor(source)->layout);
+  if (injective < 0) return nullptr;
+  if (injective) {
+    // The node is built only if someone asks for it (most views never reach
+    // a backward): the view keeps its source and the version for it.
+    as_tensor(view.get())->view_source = Py_NewRef(source);
+    as_tensor(view.get())->view_version = version;
+    return view.release();
+  }
   Ref op = Ref::steal(new_slice_node());
-  if (!op || ops::set_key(op.get(), key) < 0) return nullptr;
-  // What Operation.forward's recording does, without its generic steps.
-  OperationObject* o = reinterpret_cast<OperationObject*>(op.get());
-  Ref version = Ref::steal(PyLong_FromUnsignedLongLong(as_carrier(as_tensor(source)->carrier)->version));
-  if (!version) return nullptr;
-  if (!(o->inputs = PyTuple_New(1))) return nullptr;
-  PyTuple_SET_ITEM(o->inputs, 0, Py_NewRef(source));
-  if (!(o->versions = PyTuple_New(1))) return nullptr;
-  PyTuple_SET_ITEM(o->versions, 0, version.release());
+  if (!op || ops::set_key(op.get(), key) < 0 || save_input(op.get(), source, version) < 0) return nullptr;
   as_tensor(view.get())->autograd_ctx = op.release();
   return view.release();
 }
