@@ -32,6 +32,14 @@ Cases
               PyTorch is missing) for a 1e6-element float32 and float64
               array, and t.tolist() vs ndarray.tolist() (1e6 float32); the
               "baseline" column is the other library's time
+  numpy       the NumPy-style surface: strideweave.zeros(n) and
+              strideweave.arange(n) vs np.zeros(n, np.float32) and
+              np.arange(n, dtype=np.int32) at 4 KiB and 64 MiB (allocation,
+              fill and freeing of each result); a slice view t[1:3, :] and a
+              row t[1, :] of a 64x64 Float32 tensor (grad mode on, so the
+              view keeps what its SliceOperation node needs; and under
+              no_grad) vs the same NumPy basic slice, and the row vs NumPy's
+              a[1]
   progress    iterations/s a pure-Python loop in a second thread completes
               while the main thread waits on a 256 MiB async move, vs idle;
               np.copyto of the same size on the main thread for reference
@@ -193,7 +201,7 @@ def main(argv=None):
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
     ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
     ap.add_argument("--only-tiled", action="store_true", help="run only the TiledEvictable rows (tiled_compare.py)")
-    ap.add_argument("--only", choices=["data", "import"],
+    ap.add_argument("--only", choices=["data", "import", "numpy"],
                     help="run only this case group (seconds instead of a minute)")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
@@ -252,16 +260,24 @@ def main(argv=None):
     add("np.from_dlpack(t)  vs np.from_dlpack(ndarray)", o, p, "<= 1.1")
 
     # ---------------------------------------------------------- import (from_dlpack)
-    import import_compare  # benchmarks/import_compare.py
+    if args.only in (None, "import"):
+        import import_compare  # benchmarks/import_compare.py
 
-    import_compare.rows(add, args.quick)
+        import_compare.rows(add, args.quick)
     if args.only == "import":
         report(rows, [], rep, small_number, small_repeat)
         return 0
 
     # ---------------------------------------------------------- data in/out
-    data_rows(add, rep)
+    if args.only != "numpy":
+        data_rows(add, rep)
     if args.only == "data":
+        report(rows, [], rep, small_number, small_repeat)
+        return 0
+
+    # ---------------------------------------------------------- the NumPy-style surface
+    numpy_rows(add, rep, small_number, small_repeat)
+    if args.only == "numpy":
         report(rows, [], rep, small_number, small_repeat)
         return 0
 
@@ -403,6 +419,37 @@ def data_rows(add, rep):
     t = sw.tensor(a)
     o, p = batch_pair(lambda: t.tolist(), lambda: a.tolist(), 1, repeat)
     add("t.tolist()  vs ndarray.tolist() 1e6 float32", o, p, "<= 1.0")
+
+
+def numpy_rows(add, rep, small_number, small_repeat):
+    """Constructors and slice views against NumPy's own."""
+    # Sub-microsecond calls are timed in many short interleaved batches, so a
+    # burst of other work on this shared machine lands in few samples of
+    # both sides.
+    short_number, short_repeat = max(small_number // 10, 200), small_repeat * 5
+    for label, count, number, repeat in (("4 KiB", 1024, short_number, short_repeat),
+                                         ("64 MiB", 16 * 1024 * 1024, 10, max(rep, 5))):
+        for _ in range(3):  # warm both (allocator caches, first-call paths)
+            sw.zeros(count), np.zeros(count, np.float32), sw.arange(count), np.arange(count, dtype=np.int32)
+        o, p = batch_pair(lambda: sw.zeros(count), lambda: np.zeros(count, np.float32), number, repeat)
+        add(f"strideweave.zeros(n)  vs np.zeros(n, float32) {label}", o, p, "<= 1.0")
+        o, p = batch_pair(lambda: sw.arange(count), lambda: np.arange(count, dtype=np.int32), number, repeat)
+        add(f"strideweave.arange(n)  vs np.arange(n, int32) {label}", o, p, "<= 1.0")
+    number, repeat = short_number, short_repeat
+    a = np.zeros((64, 64), np.float32)
+    t = sw.tensor(a)
+    for _ in range(2000):
+        t[1:3, :], a[1:3, :], t[1, :], a[1, :], a[1]
+    o, p = batch_pair(lambda: t[1:3, :], lambda: a[1:3, :], number, repeat)
+    add("t[1:3, :]  vs ndarray[1:3, :] (grad mode)", o, p, "<= 1.5")
+    o, p = batch_pair(lambda: t[1, :], lambda: a[1, :], number, repeat)
+    add("t[1, :]  vs ndarray[1, :] (grad mode)", o, p, "<= 1.5")
+    # NumPy's a[1] (an int key, its fastest path) is the same row.
+    o, p = batch_pair(lambda: t[1, :], lambda: a[1], number, repeat)
+    add("t[1, :]  vs ndarray[1] (grad mode)", o, p)
+    with sw.no_grad():
+        o, p = batch_pair(lambda: t[1:3, :], lambda: a[1:3, :], number, repeat)
+        add("t[1:3, :]  vs ndarray[1:3, :] (no_grad)", o, p, "<= 1.5")
 
 
 def report_sweep(rows):

@@ -96,14 +96,15 @@ from .carriers.tiled_evictable import TileSet as TileSet, TileState as TileState
 # documents each; tests/test_reference_docs.py keeps the three in step).
 __all__ = [
     # dtypes and layouts
-    "DType", "CompoundDType", "Shape", "Stride", "Layout",
+    "DType", "CompoundDType", "Shape", "Stride", "Layout", "float32", "int32", "bool_",
     # carriers
     "Carrier", "CPU", "Generic", "FileBacked", "Evictable", "Metal",
     "TiledEvictable", "TileSelection", "TileSet", "TileState", "ResidencyPlan", "ResidencyPolicy",
     # tensors
-    "Tensor", "tensor", "from_dlpack", "Subtensor", "TensorRepresentation",
+    "Tensor", "tensor", "from_dlpack", "Subtensor", "TensorRepresentation", "zeros", "ones", "full", "empty", "arange",
     # autograd and operations
     "Operation", "AddOperation", "MulOperation", "ReluOperation", "ReduceSumOperation", "BroadcastToOperation",
+    "SliceOperation",
     "add", "mul", "relu", "reduce_sum", "broadcast_to", "no_grad", "is_grad_enabled", "set_grad_enabled",
     # movement
     "move", "move_async", "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",

@@ -6,6 +6,7 @@ in _dlpack_support.py, because subprocess scripts import them too; its test
 carriers are re-exported here.
 """
 import os
+import pathlib
 import struct
 import subprocess
 import sys
@@ -240,6 +241,42 @@ from _dlpack_support import InfoCarrier, TypedCarrier  # noqa: E402,F401  (the D
 
 
 # ---------------------------------------------------------------- TiledEvictable
+def run_mypy_strict(source, tmp_path):
+    """mypy --strict on source (a script's text) as a user would run it
+    against this strideweave; returns mypy's stdout lines and stderr."""
+    from mypy import api
+
+    package_root = pathlib.Path(sw.__file__).resolve().parent.parent
+    src = tmp_path / "snippet.py"
+    src.write_text(source)
+    args = [str(src), "--strict", "--no-incremental", "--cache-dir", os.devnull, "--python-executable",
+            sys.executable, "--no-error-summary", "--hide-error-context"]
+    env_before = os.environ.get("MYPYPATH")
+    if "site-packages" not in package_root.parts:  # dev mode: the source tree's package
+        os.environ["MYPYPATH"] = str(package_root)
+    try:
+        out, err, _ = api.run(args)
+    finally:
+        if env_before is None:
+            os.environ.pop("MYPYPATH", None)
+        else:
+            os.environ["MYPYPATH"] = env_before
+    return out.splitlines(), err
+
+
+def two_plane_tensor():
+    """A multi-subtensor tensor of shape (2,): a Float32 and an Int32 plane."""
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class Planar(sw.CompoundDType):
+        simple_types = (F32, sw.DType.Int32)
+
+    lay = sw.Layout.canonical(sw.Shape(2))
+    return sw.Tensor._from_representation(TensorRepresentation(
+        Planar(), [Subtensor(F32, sw.CPU(2), 0, lay), Subtensor(sw.DType.Int32, sw.CPU(2, dtype=sw.DType.Int32), 0, lay)],
+        [lay]))
+
+
 def ramp_cpu(n):
     """A CPU Float32 carrier holding 0.0, 1.0, ..., n-1."""
     c = sw.CPU(n)

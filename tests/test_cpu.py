@@ -107,7 +107,10 @@ class TestValues:
         assert c[0] == f32(0.1) and c[0] != 0.1
         c[1] = 16777217  # int, not representable in binary32
         assert c[1] == 16777216.0 and type(c[1]) is float
-        c[2] = 1e39
+        with pytest.raises(OverflowError, match="out of range for Float32"):
+            c[2] = 1e39  # finite beyond binary32: refused, as Int32 refuses 2**31
+        assert c[2] == 0.0
+        c[2] = float("inf")
         assert c[2] == float("inf")
 
     def test_float32_rejects_non_numbers(self):

@@ -77,7 +77,7 @@ def test_byte_swapped_buffers_convert():
 
 
 def test_float64_rounds_to_binary32():
-    t = sw.tensor(np.array([0.1, 1e40, -1e-50]))
+    t = sw.tensor(np.array([0.1, np.inf, -1e-50]))
     assert t.tolist() == [f32(0.1), float("inf"), -0.0]
 
 
@@ -439,3 +439,11 @@ def test_dlpack_refusal_names_the_class_and_the_move_to_cpu():
 def test_bool_export_refusal_is_unchanged():
     with pytest.raises(BufferError, match="supports only Float32 and Int32"):
         sw.tensor([True]).__dlpack__()
+
+
+def test_numpy_method_is_asarray():
+    t = sw.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    a = t.numpy()
+    assert a.ctypes.data == t.carrier.pointer() and a.tolist() == np.asarray(t).tolist()  # the zero-copy view
+    f = sw.move(sw.tensor([1.0, 2.0]), sw.FileBacked(dtype=DType.Float32))
+    assert f.numpy().tolist() == [1.0, 2.0] and f.numpy().dtype == np.float32  # a copy

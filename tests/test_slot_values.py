@@ -53,10 +53,13 @@ class Indexy:
 @pytest.mark.parametrize("kind", KINDS)
 def test_float32_rounds_the_same_everywhere(fake, kind):
     c = make(kind, F32)
-    for v, expected in [(0.1, f32(0.1)), (2**24 + 1, 16777216.0), (1e300, float("inf")), (-3, -3.0),
+    for v, expected in [(0.1, f32(0.1)), (2**24 + 1, 16777216.0), (float("-inf"), float("-inf")), (-3, -3.0),
                         (Floaty(), f32(0.1)), (Indexy(), 7.0)]:
         c[0] = v
         assert c[0] == expected and type(c[0]) is float
+    with pytest.raises(OverflowError, match="out of range for Float32"):
+        c[0] = 1e300  # finite beyond binary32, as an Int32 slot refuses 2**31
+    assert c[0] == 7.0
     with pytest.raises(TypeError, match="bool"):
         c[0] = True
     with pytest.raises(TypeError):

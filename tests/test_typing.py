@@ -2,18 +2,14 @@
 extension (strideweave/_core.pyi) gives every re-exporting submodule real
 types, not Any. Each assignment below is wrong on purpose; an Any-typed name
 would be accepted silently, so the test counts mypy's errors."""
-import os
 import pathlib
 import re
-import sys
 
 import pytest
 
-import strideweave as sw
+from conftest import run_mypy_strict
 
 api = pytest.importorskip("mypy.api")
-
-PACKAGE_ROOT = pathlib.Path(sw.__file__).resolve().parent.parent
 
 SNIPPET = """\
 import strideweave as sw
@@ -33,21 +29,8 @@ reveal_type(sw.move_async(sw.Tensor(sw.CPU(1), 0, sw.Layout.canonical(sw.Shape(1
 
 
 def test_submodules_are_precisely_typed(tmp_path):
-    src = tmp_path / "snippet.py"
-    src.write_text(SNIPPET)
-    args = [str(src), "--strict", "--no-incremental", "--cache-dir", os.devnull, "--python-executable",
-            sys.executable, "--no-error-summary", "--hide-error-context"]
-    env_before = os.environ.get("MYPYPATH")
-    if "site-packages" not in PACKAGE_ROOT.parts:  # dev mode: the source tree's package
-        os.environ["MYPYPATH"] = str(PACKAGE_ROOT)
-    try:
-        out, err, _ = api.run(args)
-    finally:
-        if env_before is None:
-            os.environ.pop("MYPYPATH", None)
-        else:
-            os.environ["MYPYPATH"] = env_before
-    lines = out.splitlines()
+    lines, err = run_mypy_strict(SNIPPET, tmp_path)
+    out = "\n".join(lines)
     wrong = sorted(int(m.group(1)) for m in (re.search(r":(\d+): error: Incompatible types in assignment", x)
                                              for x in lines) if m)
     assert wrong == [4, 5, 6, 7, 8, 9, 10], out + err

@@ -1,10 +1,14 @@
 #include "convert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include "executor.hpp"
 
 namespace sw {
 
@@ -61,12 +65,36 @@ S load(const char* p) {
   return v;
 }
 
-// One element: false when it cannot be stored (Int32 out of range).
+// A double narrowed to binary32 overflows when a finite value becomes an
+// infinity (the slot rule: OverflowError, as Int32 has).
+inline bool narrowing_overflows(double v, float f) { return std::isinf(f) && !std::isinf(v); }
+
+// dst[j] = (float)src[j] for n native, 8-byte aligned doubles: a loop the
+// compiler vectorizes (integer OR of the results' bits, no branch). True
+// when some result is an infinity or a NaN, which only then needs a look at
+// the source (a finite source that became an infinity overflowed).
+bool narrow_doubles(float* __restrict dst, const double* __restrict src, int64_t n) {
+  uint32_t special = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float f = static_cast<float>(src[j]);
+    dst[j] = f;
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    special |= ((bits & 0x7fffffffu) + 0x00800000u) >> 31;  // exponent all ones
+  }
+  return special != 0;
+}
+
+// One element: false when it cannot be stored (Int32 or Float32 out of range).
 template <class D, class S>
 bool store(S v, D* out) {
   if constexpr (std::is_same_v<D, float>) {
-    if constexpr (std::is_integral_v<S>) *out = static_cast<float>(static_cast<double>(v));  // as a slot write
-    else *out = static_cast<float>(v);
+    if constexpr (std::is_integral_v<S>) {
+      *out = static_cast<float>(static_cast<double>(v));  // as a slot write
+    } else {
+      *out = static_cast<float>(v);
+      if constexpr (std::is_same_v<S, double>) return !narrowing_overflows(v, *out);
+    }
     return true;
   } else if constexpr (std::is_same_v<D, int32_t>) {
     if constexpr (std::is_signed_v<S> && sizeof(S) > 4) {
@@ -121,6 +149,22 @@ ConvertStatus run(D* dst, const char* src, const Dims& d, Load ld) {
   for (;;) {
     if (std::is_same_v<D, S> && !std::is_same_v<D, uint8_t> && !Swap && ss == static_cast<int64_t>(sizeof(S)) && ds == 1) {
       std::memcpy(d_base, s_base, static_cast<size_t>(n) * sizeof(S));
+    } else if (std::is_same_v<D, float> && std::is_same_v<S, double> && ss == static_cast<int64_t>(sizeof(S)) &&
+               ds == 1) {
+      // double -> float, unit strides: one vectorized pass that only notes
+      // an overflow; the first offender is looked for afterwards.
+      bool special = true;  // the scalar path looks at every element afterwards
+      if (!Swap && reinterpret_cast<uintptr_t>(s_base) % alignof(double) == 0) {
+        special = narrow_doubles(reinterpret_cast<float*>(d_base), reinterpret_cast<const double*>(s_base), n);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          d_base[j] = static_cast<D>(static_cast<float>(ld(s_base + j * static_cast<int64_t>(sizeof(S)))));
+      }
+      if (special)
+        for (int64_t j = 0; j < n; ++j)
+          if (narrowing_overflows(static_cast<double>(ld(s_base + j * static_cast<int64_t>(sizeof(S)))),
+                                  static_cast<float>(d_base[j])))
+            return {ConvertError::Overflow, outer_count * n + j};
     } else if (ss == static_cast<int64_t>(sizeof(S)) && ds == 1) {
       for (int64_t j = 0; j < n; ++j)  // unit strides: vectorizable
         if (!store<D>(ld(s_base + j * static_cast<int64_t>(sizeof(S))), d_base + j))
@@ -245,6 +289,49 @@ ConvertStatus convert_strided(void* dst, DTypeCode dst_code, const int64_t* dst_
     case DTypeCode::Int32: return dispatch(static_cast<int32_t*>(dst), s, d, format);
     default: return dispatch(static_cast<uint8_t*>(dst), s, d, format);
   }
+}
+
+ConvertStatus convert_strided_parallel(void* dst, DTypeCode dst_code, const int64_t* dst_strides, const void* src,
+                                       ScalarFormat format, const int64_t* src_byte_strides, const int64_t* extents,
+                                       int rank, int ways) {
+  int64_t count = 1;
+  for (int k = 0; k < rank; ++k) count *= extents[k];
+  int d = 0;
+  while (d < rank && extents[d] == 1) ++d;
+  if (ways <= 0) ways = static_cast<int>(executor_core_threads());
+  constexpr int kMaxPieceRank = 64;
+  if (count < kParallelConvertElements || d == rank || ways < 2 || rank > kMaxPieceRank ||
+      !kind_accepted(format.kind, dst_code))
+    return convert_strided(dst, dst_code, dst_strides, src, format, src_byte_strides, extents, rank);
+  // Pieces along dimension d (every dimension before it has extent 1, so a
+  // piece's row-major ordinals continue from first * inner).
+  const int64_t inner = count / extents[d];
+  const int64_t min_rows = std::max<int64_t>(1, kParallelConvertElements / 4 / inner);
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(extents[d] / min_rows, int64_t(ways) * 4));
+  const int64_t item = itemsize(dst_code);
+  std::vector<ConvertStatus> status(static_cast<size_t>(pieces));
+  std::vector<std::exception_ptr> failure(static_cast<size_t>(pieces));
+  run_pieces(static_cast<size_t>(pieces), [&](size_t p) {
+    try {
+      const int64_t first = extents[d] * static_cast<int64_t>(p) / pieces;
+      const int64_t last = extents[d] * static_cast<int64_t>(p + 1) / pieces;
+      int64_t ext[kMaxPieceRank];
+      std::copy(extents, extents + rank, ext);
+      ext[d] = last - first;
+      ConvertStatus st = convert_strided(static_cast<char*>(dst) + first * dst_strides[d] * item, dst_code,
+                                         dst_strides, static_cast<const char*>(src) + first * src_byte_strides[d],
+                                         format, src_byte_strides, ext, rank);
+      if (st.error != ConvertError::None) st.ordinal += first * inner;
+      status[p] = st;
+    } catch (...) {
+      failure[p] = std::current_exception();  // rethrown on the calling thread
+    }
+  }, ways);
+  for (const std::exception_ptr& e : failure)
+    if (e) std::rethrow_exception(e);
+  for (const ConvertStatus& st : status)  // pieces are in order: the first failure is the earliest element
+    if (st.error != ConvertError::None) return st;
+  return {};
 }
 
 }  // namespace sw

@@ -28,6 +28,14 @@ const DTypeInfo* dtype_info(DTypeCode code) noexcept {
 std::optional<DTypeCode> dtype_from_name(std::string_view name) noexcept {
   for (const DTypeInfo& b : kBuiltins)
     if (name == b.name) return b.code;
+  return numpy_dtype_from_name(name);
+}
+
+std::optional<DTypeCode> numpy_dtype_from_name(std::string_view name) noexcept {
+  if (name == "float32") return DTypeCode::Float32;
+  if (name == "float64") return DTypeCode::Float64;
+  if (name == "int32") return DTypeCode::Int32;
+  if (name == "bool" || name == "bool_") return DTypeCode::Bool;
   return std::nullopt;
 }
 

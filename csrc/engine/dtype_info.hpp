@@ -25,8 +25,12 @@ inline constexpr size_t kBuiltinDTypeCount = 7;
 std::span<const DTypeInfo, kBuiltinDTypeCount> builtin_dtypes() noexcept;
 // The table row of a built-in; nullptr for Compound.
 const DTypeInfo* dtype_info(DTypeCode code) noexcept;
-// DType.from_name(): a built-in by its exact name.
+// DType.from_name(): a built-in by its exact name, or by the NumPy name of
+// the same element type (numpy_dtype_from_name).
 std::optional<DTypeCode> dtype_from_name(std::string_view name) noexcept;
+// The built-in a NumPy dtype name stands for: "float32", "float64",
+// "int32", "bool" (and NumPy 1's "bool_"); none for every other name.
+std::optional<DTypeCode> numpy_dtype_from_name(std::string_view name) noexcept;
 // The built-in's name ("Float32"); "CompoundDType" for Compound.
 const char* dtype_name(DTypeCode code) noexcept;
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -98,6 +99,86 @@ void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out,
   each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
     int64_t r;
     if (__builtin_mul_overflow(static_cast<int64_t>(a[i[0]]), s, &r))
+      throw std::overflow_error("Int32 result out of range");
+    out[i[1]] = checked_i32(r);
+  });
+}
+
+void fill(void* out, int64_t n, int itemsize, const void* value) {
+  if (n <= 0) return;
+  switch (itemsize) {
+    case 1: {
+      unsigned char v;
+      std::memcpy(&v, value, 1);
+      std::memset(out, v, static_cast<size_t>(n));
+      return;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, value, 4);
+      if (v == 0) {
+        std::memset(out, 0, static_cast<size_t>(n) * 4);
+        return;
+      }
+      uint32_t* p = static_cast<uint32_t*>(out);
+      for (int64_t i = 0; i < n; ++i) p[i] = v;  // vectorized
+      return;
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, value, 8);
+      uint64_t* p = static_cast<uint64_t*>(out);
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+      return;
+    }
+    default:
+      throw std::invalid_argument("fill supports items of 1, 4 or 8 bytes");
+  }
+}
+
+void arange_f32(float* out, int64_t n, double start, double step) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(start + static_cast<double>(i) * step);
+}
+
+void arange_i32(int32_t* out, int64_t n, int64_t start, int64_t step) {
+  if (step == 1 && start >= INT32_MIN && start + n - 1 <= INT32_MAX) {
+    const int32_t s = static_cast<int32_t>(start);
+    for (int64_t i = 0; i < n; ++i) out[i] = s + static_cast<int32_t>(i);  // vectorized
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(start + i * step);
+}
+
+int64_t arange_count(double start, double stop, double step) {
+  if (step == 0.0) throw std::invalid_argument("arange() step must not be zero");
+  const double n = std::ceil((stop - start) / step);
+  if (!(n > 0)) return 0;  // NaN too
+  if (n >= 9.2e18) throw std::overflow_error("arange() has too many elements");
+  return static_cast<int64_t>(n);
+}
+
+int64_t arange_count(int64_t start, int64_t stop, int64_t step) {
+  if (step == 0) throw std::invalid_argument("arange() step must not be zero");
+  if (step > 0 ? stop <= start : stop >= start) return 0;
+  // |stop - start| may exceed int64 for extreme ends: go through unsigned.
+  const uint64_t span = step > 0 ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+                                 : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+  const uint64_t mag = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  const uint64_t n = (span - 1) / mag + 1;
+  if (n > static_cast<uint64_t>(INT64_MAX)) throw std::overflow_error("arange() has too many elements");
+  return static_cast<int64_t>(n);
+}
+
+void add_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
+    out[i[1]] = static_cast<float>(static_cast<double>(a[i[0]]) + s);
+  });
+}
+
+void add_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo) {
+  each<2>({&la, &lo}, Repeats::Skip, [&](const Indices<2>& i) {
+    int64_t r;
+    if (__builtin_add_overflow(static_cast<int64_t>(a[i[0]]), s, &r))
       throw std::overflow_error("Int32 result out of range");
     out[i[1]] = checked_i32(r);
   });

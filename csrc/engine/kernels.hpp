@@ -34,6 +34,20 @@ void copy(DTypeCode dtype, const void* src, const Leaves& ls, void* dst, const L
 // Gathers src into a compact buffer of element_count(ls) slots.
 void gather(DTypeCode dtype, const void* src, const Leaves& ls, void* dst);
 
+// Constructors (strideweave.zeros/ones/full/arange) on fresh compact storage.
+// fill: n slots of itemsize bytes, each a copy of the item at value.
+void fill(void* out, int64_t n, int itemsize, const void* value);
+// out[i] = start + i * step for i < n. Float32: formed in double and
+// rounded once (every value is the nearest binary32 of the exact one);
+// Int32: the caller checked that every value fits.
+void arange_f32(float* out, int64_t n, double start, double step);
+void arange_i32(int32_t* out, int64_t n, int64_t start, int64_t step);
+// The element count of arange(start, stop, step) (NumPy's
+// ceil((stop - start) / step), 0 when the range is empty); step != 0.
+// Throws std::overflow_error when the count does not fit int64.
+int64_t arange_count(double start, double stop, double step);
+int64_t arange_count(int64_t start, int64_t stop, int64_t step);
+
 // Elementwise binary arithmetic: out = a + b, out = a * b. Float32 results
 // are rounded to binary32 (the float operation itself), Int32 results are
 // range checked.
@@ -47,6 +61,10 @@ void mul(DTypeCode dtype, const void* a, const Leaves& la, const void* b, const 
 // Int32: s is an integer; the product is range checked.
 void mul_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo);
 void mul_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo);
+// out = a + s, with the rules of mul by a number (Float32: the sum formed in
+// double, rounded once; Int32: range checked).
+void add_scalar_f32(const float* a, const Leaves& la, double s, float* out, const Leaves& lo);
+void add_scalar_i32(const int32_t* a, const Leaves& la, int64_t s, int32_t* out, const Leaves& lo);
 
 // out = max(0, x); a NaN input stays NaN, -0.0 becomes +0.0.
 void relu(DTypeCode dtype, const void* x, const Leaves& lx, void* out, const Leaves& lo);

@@ -45,6 +45,13 @@ std::string mismatch_at(const IntTree& a, const IntTree& b, const std::string& p
   return {};
 }
 
+size_t count_leaves(const IntTree& t) {
+  if (t.is_leaf) return 1;
+  size_t n = 0;
+  for (const IntTree& c : t.children) n += count_leaves(c);
+  return n;
+}
+
 void collect_modes(const IntTree& shape, const IntTree& stride, std::vector<LeafMode>& out) {
   if (shape.is_leaf) {
     out.push_back({shape.value, stride.value});
@@ -165,11 +172,32 @@ int64_t tree_index_of_ordinal(const IntTree& shape, const IntTree& stride, int64
 
 Layout::Layout(IntTree shape, IntTree stride) : shape_(std::move(shape)), stride_(std::move(stride)) {
   if (shape_.is_leaf || stride_.is_leaf) throw std::invalid_argument("layout shape and stride roots must be tuples");
-  std::string mm = congruence_mismatch(shape_, stride_);
-  if (!mm.empty())
+  // The plain check first: the text of the mismatch is built only to throw.
+  if (!congruent(shape_, stride_))
     throw std::invalid_argument("shape " + to_string(shape_) + " and stride " + to_string(stride_) +
-                                " are not congruent: " + mm);
+                                " are not congruent: " + congruence_mismatch(shape_, stride_));
+  leaves_.reserve(count_leaves(shape_));
   collect_modes(shape_, stride_, leaves_);
+  measure();
+}
+
+Layout Layout::flat(std::vector<LeafMode> leaves) {
+  Layout l;
+  std::vector<IntTree> s, d;
+  s.reserve(leaves.size());
+  d.reserve(leaves.size());
+  for (const LeafMode& m : leaves) {
+    s.push_back(IntTree::leaf(m.extent));
+    d.push_back(IntTree::leaf(m.stride));
+  }
+  l.shape_ = IntTree::node(std::move(s));
+  l.stride_ = IntTree::node(std::move(d));
+  l.leaves_ = std::move(leaves);
+  l.measure();
+  return l;
+}
+
+void Layout::measure() {
   int64_t size = 1, span = 0;
   bool empty = false;
   for (const LeafMode& m : leaves_) {

@@ -78,6 +78,9 @@ class Layout {
   // The compact layout of shape (see compact below); Python's
   // Layout.canonical.
   static Layout canonical(const IntTree& shape);
+  // The layout whose top-level modes are these leaves, in order (a flat
+  // shape); validated like the constructor.
+  static Layout flat(std::vector<LeafMode> leaves);
   // Widen extent-1 leaves to the target extent with stride 0. Throws
   // std::invalid_argument when the profile differs or a non-1 extent differs.
   Layout broadcast_to(const IntTree& target_shape) const;
@@ -85,6 +88,9 @@ class Layout {
   bool operator==(const Layout& o) const { return shape_ == o.shape_ && stride_ == o.stride_; }
 
  private:
+  // size_ and cosize_ from leaves_, with the extent, stride and overflow
+  // checks of the constructor.
+  void measure();
   IntTree shape_, stride_;
   std::vector<LeafMode> leaves_;
   int64_t size_ = 1;

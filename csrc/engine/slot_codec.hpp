@@ -4,11 +4,14 @@
 // Float32 and Int32 as 4 bytes, Bool as one byte (0 or 1).
 //
 // Rules: a double or an integer goes into a float slot (Float32 rounds to
-// nearest binary32, beyond its range to +-inf; an integer goes through
-// double first, as Python's float(int) does); only an integer goes into an
-// Int32 slot, and it must fit in 32 bits; only a bool goes into a Bool slot.
+// nearest binary32; a finite value beyond its range is OutOfRange, as an
+// integer beyond Int32 is, while NaN and the infinities stay as they are; an
+// integer goes through double first, as Python's float(int) does); only an
+// integer goes into an Int32 slot, and it must fit in 32 bits; only a bool
+// goes into a Bool slot.
 // Header-only: each carrier's per-slot read and write inline the switch.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -28,7 +31,7 @@ constexpr int kMaxSlotBytes = 8;
 enum class Status {
   Ok,
   WrongType,    // the value's kind does not fit the slot (bool into Int32, ...)
-  OutOfRange,   // an integer outside Int32
+  OutOfRange,   // an integer outside Int32, a finite value beyond Float32
   Unsupported,  // the dtype has no native slot encoding (Any, Integer, ...)
 };
 
@@ -41,8 +44,14 @@ constexpr bool has_codec(DTypeCode c) {
 // Bytes of one slot (0 for a dtype without a codec).
 constexpr int slot_bytes(DTypeCode c) { return has_codec(c) ? itemsize(c) : 0; }
 
-// Float32 rounding: IEEE round-to-nearest-even, +-inf beyond the range.
-inline float round_to_float32(double d) { return static_cast<float>(d); }
+// Float32 rounding: IEEE round-to-nearest-even. A finite value that rounds
+// to an infinity (beyond FLT_MAX by half an ulp or more) is OutOfRange.
+inline Status to_float32(double d, float* out) {
+  const float f = static_cast<float>(d);
+  if (std::isinf(f) && !std::isinf(d)) return Status::OutOfRange;
+  *out = f;
+  return Status::Ok;
+}
 
 // Int32 range check: Ok and *out set, or OutOfRange.
 inline Status to_int32(int64_t x, int32_t* out) {
@@ -80,9 +89,10 @@ inline Status encode(DTypeCode code, const SlotValue& v, void* out) {
       double d;
       Status s = to_double(v, &d);
       if (s != Status::Ok) return s;
-      float f = round_to_float32(d);
-      std::memcpy(out, &f, sizeof f);
-      return Status::Ok;
+      float f;
+      s = to_float32(d, &f);
+      if (s == Status::Ok) std::memcpy(out, &f, sizeof f);
+      return s;
     }
     case DTypeCode::Int32: {
       const int64_t* i = std::get_if<int64_t>(&v);

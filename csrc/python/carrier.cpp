@@ -193,11 +193,12 @@ int native_set(PyObject* c, Py_ssize_t i, PyObject* v) {
 // dtype argument of new_like/allocate_like: None or a DType; NULL for None.
 int parse_dtype_arg(PyObject* dtype, PyObject** out) {
   if (!dtype || dtype == Py_None) { *out = nullptr; return 0; }
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "dtype must be a DType or None, not %.100s", type_name(dtype));
+  const int r = dtype_resolve(dtype, out);
+  if (r < 0) return -1;
+  if (r == 0) {
+    PyErr_Format(PyExc_TypeError, "dtype must be a DType (or a NumPy dtype) or None, not %.100s", type_name(dtype));
     return -1;
   }
-  *out = dtype;
   return 0;
 }
 
@@ -472,6 +473,8 @@ PyMethodDef Carrier_methods[] = {
     {"_begin_owner_access", Carrier_begin_access, METH_O,
      "Open a re-entrant owner-access scope on this thread (token)."},
     {"_end_owner_access", Carrier_end_access, METH_O, "Close one owner-access scope on this thread (token)."},
+    {"__reduce__", carrier_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: TypeError naming the class and the fix (CPU and Generic define their own)."},
     {"_reserve", Carrier_reserve, METH_O,
      "Grow an empty carrier to n zero slots; True when done, False when this carrier cannot allocate."},
     {nullptr, nullptr, 0, nullptr}};
@@ -515,8 +518,10 @@ Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vect
 
 int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out) {
   const char* name = sw::carrier_kind_name(kind);
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "%s dtype must be a DType, not %.100s", name, type_name(dtype));
+  const int r = dtype_resolve(dtype, &dtype);
+  if (r < 0) return -1;
+  if (r == 0) {
+    PyErr_Format(PyExc_TypeError, "%s dtype must be a DType (or a NumPy dtype), not %.100s", name, type_name(dtype));
     return -1;
   }
   if (!sw::supports_dtype(kind, dtype_code(dtype))) {
@@ -524,6 +529,13 @@ int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* ou
     return -1;
   }
   *out = dtype_code(dtype);
+  return 0;
+}
+
+int carrier_dtype_arg(sw::CarrierKind kind, PyObject** dtype) {
+  sw::DTypeCode code;
+  if (carrier_parse_dtype(kind, *dtype, &code) < 0) return -1;
+  *dtype = dtype_singleton(code) ? dtype_singleton(code) : *dtype;
   return 0;
 }
 

@@ -96,6 +96,9 @@ Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vect
 // A built-in carrier's dtype argument: a DType that kind stores. TypeError
 // (not a DType) or ValueError (unsupported, with the kind's hint); 0 / -1.
 int carrier_parse_dtype(sw::CarrierKind kind, PyObject* dtype, sw::DTypeCode* out);
+// The same checks on *dtype, which becomes the DType it names (a NumPy
+// dtype is resolved to its DType, borrowed). 0 / -1.
+int carrier_dtype_arg(sw::CarrierKind kind, PyObject** dtype);
 // For native carrier subclasses (cpu.cpp, evictable.cpp, ...): tp_alloc of
 // type with the base part initialised (version 0, unowned, live, constructed
 // mutable, vt set). The subclass then placement-constructs its own members.
@@ -120,6 +123,9 @@ struct FileBackedObject {
   Py_ssize_t size;
   bool user_directory;  // in a directory= the caller named (not the per-process one)
 };
+// The tier an Evictable keeps its values in now (primary while promoted,
+// secondary while evicted), borrowed; NULL for a released Evictable.
+PyObject* evictable_value_tier(PyObject* evictable);
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
 // A CPU carrier (exact class) of n slots viewing foreign host memory at data
@@ -129,6 +135,22 @@ PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
 // exports of it are outstanding, when the last of them is gone. On failure
 // (NULL, exception set) release has already run.
 PyObject* cpu_adopt(void* data, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, sw::ForeignRelease release);
+// The same for a CPU class (a Python subclass's __init__ is not run).
+PyObject* cpu_new_of_class(PyTypeObject* cls, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// A Generic-class carrier holding values coerced to dtype (a DType Generic
+// holds), as Generic(values) makes one; __init__ of a subclass is not run.
+PyObject* generic_new_of_class(PyTypeObject* cls, PyObject* values, PyObject* dtype, bool mutable_);
+// A new list of a live Generic carrier's values.
+PyObject* generic_values_list(PyObject* generic);
+
+// pickle / copy.deepcopy (pickling.cpp): __reduce__ of the Carrier base
+// (a TypeError naming the class and the fix), CPU, Generic and Tensor.
+PyObject* carrier_reduce(PyObject* self, PyObject* unused);
+PyObject* cpu_reduce(PyObject* self, PyObject* unused);
+PyObject* generic_reduce(PyObject* self, PyObject* unused);
+// The fix offered to a caller whose tensor is on a carrier that cannot do
+// what was asked: move it to CPU (dtypes CPU holds) or to Generic.
+const char* move_fix_hint(sw::DTypeCode dtype);
 // Native truth of a CPU carrier (exact or subclass), whatever its Python
 // hooks say: slot dtype, slot count and address (NULL once released). For
 // DLPack export (API.md section 12).

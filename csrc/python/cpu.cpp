@@ -166,7 +166,7 @@ int CPU_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   Py_ssize_t n;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
   int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:CPU", const_cast<char**>(kw), cpu_size_arg, &n, &dtype, &mutable_,
                                    &empty))
     return -1;
   return cpu_init_parsed(self, n, dtype, mutable_, empty);
@@ -209,7 +209,7 @@ PyObject* CPU_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, P
     given[k] = args[nargs + i];
   }
   Py_ssize_t n;
-  if (!size_arg(args[0], &n)) return nullptr;
+  if (!cpu_size_arg(args[0], &n)) return nullptr;
   PyObject* dtype = given[0] ? given[0] : dtype_singleton(sw::DTypeCode::Float32);
   const int mutable_ = given[1] ? PyObject_IsTrue(given[1]) : 1;
   if (mutable_ < 0) return nullptr;
@@ -233,6 +233,8 @@ PyObject* CPU_pointer(PyObject* self, PyObject*) {
 PyMethodDef CPU_methods[] = {
     {"pointer", CPU_pointer, METH_NOARGS,
      "Address of slot 0 (64-byte aligned, except for memory from_dlpack adopted); 0 after release."},
+    {"__reduce__", cpu_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: the class, slot bytes, dtype and mutability; loads as a fresh carrier."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -259,6 +261,10 @@ PyObject* cpu_adopt(void* data, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_
   o->dtype = dtype;
   o->base.constructed_mutable = mutable_;
   return self;
+}
+
+PyObject* cpu_new_of_class(PyTypeObject* cls, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) {
+  return cpu_make(cls, n, dtype, mutable_, empty);
 }
 
 CpuStorage cpu_storage_of(PyObject* cpu) {

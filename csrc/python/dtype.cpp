@@ -1,12 +1,15 @@
 // DType: process-wide dtype singletons and the open CompoundDType base.
+#include <cstring>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "dtype_info.hpp"
 #include "dtype_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"
 #include "util/errors.hpp"
+#include "util/ref.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -164,7 +167,9 @@ PyMethodDef DType_methods[] = {
     {"is_category", DType_is_category, METH_NOARGS, "True for Any, Floating and Integer."},
     {"is_compound", DType_is_compound, METH_NOARGS, "True for a CompoundDType instance."},
     {"is_subtype_of", DType_is_subtype_of, METH_O, "True when other is this dtype or one of its supertypes."},
-    {"from_name", DType_from_name, METH_O | METH_STATIC, "Look a built-in dtype up by name."},
+    {"from_name", DType_from_name, METH_O | METH_STATIC,
+     "from_name(name): a built-in dtype by its name (\"Float32\") or by NumPy's name for the same element type "
+     "(\"float32\", \"int32\", \"bool\", \"float64\")."},
     {"__reduce__", DType_reduce, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
@@ -174,6 +179,28 @@ PyGetSetDef DType_getset[] = {
     {"supertype", DType_get_supertype, nullptr, "parent in the dtype hierarchy", nullptr},
     {"simple_planes", DType_get_simple_types, nullptr, "storage planes of a compound dtype", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+}  // namespace
+
+namespace {
+
+// _as_dtype(x): the DType a dtype= argument names, for the Python carriers'
+// own dtype= parameters (TensorStoreCarrier.create).
+PyObject* mod_as_dtype(PyObject*, PyObject* arg) {
+  PyObject* d = nullptr;
+  const int r = dtype_resolve(arg, &d);
+  if (r < 0) return nullptr;
+  if (r == 0) {
+    PyErr_Format(PyExc_TypeError, "dtype must be a DType (or a NumPy dtype), not %.100s", type_name(arg));
+    return nullptr;
+  }
+  return Py_NewRef(d);
+}
+
+PyMethodDef dtype_functions[] = {
+    {"_as_dtype", mod_as_dtype, METH_O,
+     "_as_dtype(x): the DType x names (a DType, or a NumPy dtype or scalar type); TypeError otherwise."},
+    {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
@@ -191,6 +218,60 @@ PyObject* dtype_singleton(sw::DTypeCode code) {
 }
 
 bool dtype_is_differentiable(PyObject* d) { return sw::dtype_is_differentiable(as_dtype(d)->code); }
+
+namespace {
+
+// Whether t or one of its bases is the class named name (NumPy's classes,
+// recognised without importing NumPy).
+bool has_base_named(PyTypeObject* t, const char* name) {
+  for (; t; t = t->tp_base)
+    if (std::strcmp(t->tp_name, name) == 0) return true;
+  return false;
+}
+
+int numpy_dtype_unknown(PyObject* arg) {
+  PyErr_Format(PyExc_ValueError,
+               "NumPy dtype %R has no StrideWeave DType: tensors hold float32, int32 and bool (sw.float32, "
+               "sw.int32, sw.bool_; float64 is DType.Float64, an accumulator name)",
+               arg);
+  return -1;
+}
+
+}  // namespace
+
+int dtype_resolve(PyObject* arg, PyObject** out) {
+  if (is_dtype(arg)) {
+    *out = arg;
+    return 1;
+  }
+  std::string name;
+  if (PyType_Check(arg) && has_base_named(reinterpret_cast<PyTypeObject*>(arg), "numpy.generic")) {
+    // A scalar type: its class name is "numpy.<dtype name>".
+    const char* n = reinterpret_cast<PyTypeObject*>(arg)->tp_name;
+    name = std::strncmp(n, "numpy.", 6) == 0 ? n + 6 : n;
+  } else if (has_base_named(Py_TYPE(arg), "numpy.dtype")) {
+    Ref native = Ref::steal(PyObject_GetAttrString(arg, "isnative"));
+    if (!native) return -1;
+    const int is_native = PyObject_IsTrue(native.get());
+    if (is_native < 0) return -1;
+    if (!is_native) {
+      PyErr_Format(PyExc_ValueError, "NumPy dtype %R is not in native byte order (StrideWeave stores native values)",
+                   arg);
+      return -1;
+    }
+    Ref n = Ref::steal(PyObject_GetAttrString(arg, "name"));
+    if (!n) return -1;
+    const char* s = PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : nullptr;
+    if (!s) return PyErr_Occurred() ? -1 : numpy_dtype_unknown(arg);
+    name = s;
+  } else {
+    return 0;
+  }
+  const std::optional<sw::DTypeCode> code = sw::numpy_dtype_from_name(name);
+  if (!code) return numpy_dtype_unknown(arg);
+  *out = dtype_singleton(*code);
+  return 1;
+}
 
 int dtype_module_init(PyObject* module) {
   DType_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
@@ -220,7 +301,14 @@ int dtype_module_init(PyObject* module) {
     if (PyDict_SetItemString(DType_Type.tp_dict, table[i].name, d) < 0) return -1;
   }
   PyType_Modified(&DType_Type);
-  return 0;
+  // NumPy-style aliases of the storage dtypes: sw.float32 is DType.Float32.
+  const struct {
+    const char* alias;
+    sw::DTypeCode code;
+  } aliases[] = {{"float32", sw::DTypeCode::Float32}, {"int32", sw::DTypeCode::Int32}, {"bool_", sw::DTypeCode::Bool}};
+  for (const auto& a : aliases)
+    if (PyModule_AddObjectRef(module, a.alias, dtype_singleton(a.code)) < 0) return -1;
+  return PyModule_AddFunctions(module, dtype_functions);
 }
 
 }  // namespace swpy

@@ -556,6 +556,16 @@ error:
 
 PyObject* Evictable_is_evicted(PyObject* self, PyObject*) { return PyBool_FromLong(as_ev(self)->state.evicted()); }
 
+}  // namespace
+
+PyObject* evictable_value_tier(PyObject* evictable) {
+  EvictableObject* o = as_ev(evictable);
+  if (o->base.released) return nullptr;
+  return o->state.evicted() ? o->secondary : o->primary;
+}
+
+namespace {
+
 PyObject* tier_or_none(PyObject* tier) { return tier ? Py_NewRef(tier) : Py_NewRef(Py_None); }
 PyObject* Evictable_get_primary(PyObject* self, void*) { return tier_or_none(as_ev(self)->primary); }
 PyObject* Evictable_get_secondary(PyObject* self, void*) { return tier_or_none(as_ev(self)->secondary); }

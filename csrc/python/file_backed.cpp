@@ -40,11 +40,8 @@ FileBackedObject* as_fb(CarrierObject* o) { return reinterpret_cast<FileBackedOb
 // after they ran), in the owning process only.
 sw::FileStore g_store;
 
-// A dtype argument this kind stores. 0 / -1.
-int check_dtype(PyObject* dtype) {
-  sw::DTypeCode code;
-  return carrier_parse_dtype(sw::CarrierKind::FileBacked, dtype, &code);
-}
+// A dtype argument this kind stores (a NumPy dtype becomes its DType). 0 / -1.
+int check_dtype(PyObject*& dtype) { return carrier_dtype_arg(sw::CarrierKind::FileBacked, &dtype); }
 
 int64_t item_bytes(FileBackedObject* o) { return sw::codec::slot_bytes(dtype_code(o->dtype)); }
 

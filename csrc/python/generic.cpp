@@ -25,11 +25,8 @@ namespace {
 GenericObject* as_generic(PyObject* o) { return reinterpret_cast<GenericObject*>(o); }
 GenericObject* as_generic(CarrierObject* o) { return reinterpret_cast<GenericObject*>(o); }
 
-// A dtype argument this kind stores. 0 / -1.
-int check_dtype(PyObject* dtype) {
-  sw::DTypeCode code;
-  return carrier_parse_dtype(sw::CarrierKind::Generic, dtype, &code);
-}
+// A dtype argument this kind stores (a NumPy dtype becomes its DType). 0 / -1.
+int check_dtype(PyObject*& dtype) { return carrier_dtype_arg(sw::CarrierKind::Generic, &dtype); }
 
 // New list of values coerced to code.
 PyObject* coerce_all(sw::DTypeCode code, PyObject* values) {
@@ -192,9 +189,26 @@ void Generic_dealloc(PyObject* self) {
   carrier_dealloc(self);
 }
 
+PyMethodDef Generic_methods[] = {
+    {"__reduce__", generic_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: the class, values, dtype and mutability; loads as a fresh carrier."},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 PyTypeObject Generic_Type = static_type("strideweave.Generic", sizeof(GenericObject));
+
+PyObject* generic_new_of_class(PyTypeObject* cls, PyObject* values, PyObject* dtype, bool mutable_) {
+  if (check_dtype(dtype) < 0) return nullptr;
+  PyObject* list = coerce_all(dtype_code(dtype), values);
+  if (!list) return nullptr;
+  return generic_make(cls, list, dtype, mutable_);
+}
+
+PyObject* generic_values_list(PyObject* generic) {
+  PyObject* v = as_generic(generic)->values;
+  return v ? PyList_GetSlice(v, 0, PyList_GET_SIZE(v)) : PyList_New(0);
+}
 
 int generic_module_init(PyObject* module) {
   Generic_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
@@ -210,6 +224,7 @@ int generic_module_init(PyObject* module) {
   Generic_Type.tp_traverse = Generic_traverse;
   Generic_Type.tp_clear = Generic_clear;
   Generic_Type.tp_free = PyObject_GC_Del;
+  Generic_Type.tp_methods = Generic_methods;
   return add_type(module, &Generic_Type, "Generic");
 }
 

@@ -12,6 +12,7 @@
 //    tuple/list where the shape has a leaf is "not in domain" (ValueError).
 //  - Layout.canonical(x) with a non-Shape x raises TypeError, as
 //    broadcast_to does.
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -34,12 +35,13 @@ constexpr const char* kNotInDomain = "Key is not in domain of shape";
 
 LayoutObject* as_layout(PyObject* o) { return reinterpret_cast<LayoutObject*>(o); }
 
-// Takes new references to shape and stride (steals both, even on failure).
+// Takes new references to shape and stride (steals both, even on failure;
+// either may be NULL: built on first use).
 PyObject* layout_alloc(PyObject* shape, PyObject* stride, sw::Layout l) {
   PyObject* self = Layout_Type.tp_alloc(&Layout_Type, 0);
   if (!self) {
-    Py_DECREF(shape);
-    Py_DECREF(stride);
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
     return nullptr;
   }
   as_layout(self)->shape = shape;
@@ -73,6 +75,7 @@ PyObject* Layout_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
 }
 
 void Layout_dealloc(PyObject* self) {
+  Py_CLEAR(as_layout(self)->last_view);
   as_layout(self)->layout.~Layout();
   std::free(as_layout(self)->dl_dims);
   Py_CLEAR(as_layout(self)->shape);
@@ -163,16 +166,13 @@ PyObject* Layout_call(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 // ---- members
 
-PyObject* Layout_get_shape(PyObject* self, void*) { return Py_NewRef(as_layout(self)->shape); }
-PyObject* Layout_get_stride(PyObject* self, void*) { return Py_NewRef(as_layout(self)->stride); }
+PyObject* Layout_get_shape(PyObject* self, void*) { return Py_XNewRef(layout_shape(self)); }
+PyObject* Layout_get_stride(PyObject* self, void*) { return Py_XNewRef(layout_stride(self)); }
 PyObject* Layout_get_size(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).size()); }
 PyObject* Layout_get_cosize(PyObject* self, void*) { return PyLong_FromLongLong(layout_of(self).cosize()); }
 PyObject* Layout_get_is_injective(PyObject* self, void*) {
-  try {
-    return PyBool_FromLong(layout_of(self).is_injective());
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  const int r = layout_is_injective(self);
+  return r < 0 ? nullptr : PyBool_FromLong(r);
 }
 
 PyObject* Layout_leaves(PyObject* self, PyObject*) {
@@ -259,7 +259,10 @@ PyObject* Layout_canonical(PyObject*, PyObject* shape) {
 }
 
 PyObject* Layout_repr(PyObject* self) {
-  return PyUnicode_FromFormat("Layout<%R, %R>", as_layout(self)->shape, as_layout(self)->stride);
+  PyObject* shape = layout_shape(self);
+  PyObject* stride = shape ? layout_stride(self) : nullptr;
+  if (!stride) return nullptr;
+  return PyUnicode_FromFormat("Layout<%R, %R>", shape, stride);
 }
 
 PyObject* Layout_richcompare(PyObject* a, PyObject* b, int op) {
@@ -274,8 +277,10 @@ int Layout_setattro(PyObject*, PyObject* name, PyObject*) {
 }
 
 PyObject* Layout_reduce(PyObject* self, PyObject*) {
-  return Py_BuildValue("(O(OO))", reinterpret_cast<PyObject*>(&Layout_Type), as_layout(self)->shape,
-                       as_layout(self)->stride);
+  PyObject* shape = layout_shape(self);
+  PyObject* stride = shape ? layout_stride(self) : nullptr;
+  if (!stride) return nullptr;
+  return Py_BuildValue("(O(OO))", reinterpret_cast<PyObject*>(&Layout_Type), shape, stride);
 }
 
 PyMethodDef Layout_methods[] = {
@@ -320,24 +325,75 @@ PyMappingMethods Layout_as_mapping = {
 PyTypeObject Layout_Type = static_type("strideweave.Layout", sizeof(LayoutObject));
 
 PyObject* layout_from_engine(const sw::Layout& l) {
-  PyObject* shape = shape_from_tree(l.shape());
-  if (!shape) return nullptr;
-  PyObject* stride = stride_from_tree(l.stride());
-  if (!stride) { Py_DECREF(shape); return nullptr; }
   try {
-    return layout_alloc(shape, stride, l);
+    return layout_alloc(nullptr, nullptr, l);
   } catch (const std::bad_alloc&) {
-    // The copy of l is made before layout_alloc takes the references.
-    Py_DECREF(shape);
-    Py_DECREF(stride);
     return PyErr_NoMemory();
   }
+}
+
+PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(nullptr, nullptr, std::move(l)); }
+
+PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n) {
+  LayoutObject* s = as_layout(source);
+  if (s->last_view) {
+    const std::vector<sw::LeafMode>& have = layout_of(s->last_view).leaves();
+    if (std::equal(have.begin(), have.end(), leaves, leaves + n)) return Py_NewRef(s->last_view);
+  }
+  PyObject* lo;
+  try {
+    lo = layout_from_engine(sw::Layout::flat(std::vector<sw::LeafMode>(leaves, leaves + n)));
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
+  }
+  if (lo) Py_XSETREF(s->last_view, Py_NewRef(lo));
+  return lo;
+}
+
+int layout_is_injective(PyObject* layout) {
+  LayoutObject* o = as_layout(layout);
+  if (o->injective == 0) {
+    try {
+      o->injective = o->layout.is_injective() ? 1 : -1;
+    } catch (const std::bad_alloc&) {
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  return o->injective > 0 ? 1 : 0;
+}
+
+PyObject* layout_shape(PyObject* layout) {
+  LayoutObject* o = as_layout(layout);
+  if (!o->shape) o->shape = shape_from_tree(o->layout.shape());
+  return o->shape;
+}
+
+PyObject* layout_stride(PyObject* layout) {
+  LayoutObject* o = as_layout(layout);
+  if (!o->stride) o->stride = stride_from_tree(o->layout.stride());
+  return o->stride;
+}
+
+PyObject* layout_shape_or_none(PyObject* layout) {
+  if (PyObject* s = as_layout(layout)->shape) return s;
+  ErrorGuard keep;
+  PyObject* s = layout_shape(layout);
+  return s ? s : Py_None;
 }
 
 // Hot path (Tensor indexing per element): an int key costs one
 // PyLong conversion and the engine's leaf walk, no allocation.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index) {
-  return key_index(layout_of(layout), as_layout(layout)->shape, key, out_index);
+  KeyReader reader;
+  const sw::KeyStatus st = sw::key_index(reader, key, layout_of(layout), out_index);
+  if (st == sw::KeyStatus::Ok) return 0;
+  if (st == sw::KeyStatus::Outside) {
+    PyObject* shape = layout_shape(layout);  // built only for the message
+    if (shape) PyErr_Format(PyExc_ValueError, "%s: key %R is outside %R", kNotInDomain, key, shape);
+  }
+  return -1;
 }
 
 int key_index(const sw::Layout& l, PyObject* shape_obj, PyObject* key, int64_t* out_index) {

@@ -23,16 +23,40 @@ inline const sw::IntTree& tree_of(PyObject* o) { return reinterpret_cast<IntTree
 
 struct LayoutObject {
   PyObject_HEAD
-  PyObject* shape;   // the Shape object given (identity kept)
-  PyObject* stride;  // the Stride object given
+  // The Shape and Stride objects given (identity kept). A layout the engine
+  // made (views, results) builds them on first use: NULL until then.
+  PyObject* shape;
+  PyObject* stride;
   sw::Layout layout;
   int64_t* dl_dims;  // DLPack shape then strides (malloc'd on first C-exchange export) or NULL
+  // The flat Layout object last made for a view of this layout (layout_flat_view),
+  // reused while views keep the same modes; NULL until then. Strong.
+  PyObject* last_view;
+  // Layout::is_injective() once asked for (views ask on every indexing):
+  // 0 not yet known, 1 injective, -1 not.
+  int8_t injective;
 };
 extern PyTypeObject Layout_Type;
 inline bool is_layout(PyObject* o) { return PyObject_TypeCheck(o, &Layout_Type); }
 inline const sw::Layout& layout_of(PyObject* o) { return reinterpret_cast<LayoutObject*>(o)->layout; }
-// New Layout object (with fresh Shape/Stride objects) for an engine layout.
+// New Layout object for an engine layout (its Shape and Stride objects are
+// made when first asked for).
 PyObject* layout_from_engine(const sw::Layout& l);
+PyObject* layout_from_engine(sw::Layout&& l);
+// The layout's Shape / Stride object (borrowed; built on first use), or NULL
+// with an exception.
+PyObject* layout_shape(PyObject* layout);
+PyObject* layout_stride(PyObject* layout);
+// The Layout object whose top-level modes are leaves[0..n) (a flat layout),
+// for a view of source: the one the last such view of source got when its
+// modes are the same (layouts are immutable), else a new one. New reference.
+PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n);
+// Whether the layout is injective (cached on the object). 1 / 0, or -1 with
+// MemoryError.
+int layout_is_injective(PyObject* layout);
+// layout_shape for error messages: never NULL (Py_None when building the
+// Shape failed; the pending exception is kept).
+PyObject* layout_shape_or_none(PyObject* layout);
 // Parses a key as API.md section 2 describes into a scalar index.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index);
 

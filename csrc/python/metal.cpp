@@ -207,7 +207,7 @@ int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   Py_ssize_t n;
   PyObject* dtype = dtype_singleton(sw::DTypeCode::Float32);
   int mutable_ = 1, empty = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:Metal", const_cast<char**>(kw), size_arg, &n, &dtype, &mutable_,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$Opp:Metal", const_cast<char**>(kw), metal_size_arg, &n, &dtype, &mutable_,
                                    &empty))
     return -1;
   MetalObject* o = as_metal(self);

@@ -9,6 +9,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "dlpack_state.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
@@ -27,6 +30,19 @@ struct InternedNames {
   PyObject *dunder_dlpack, *dunder_dlpack_exchange_api;
 };
 
+// Row-major Layout objects the tensor constructors made recently
+// (constructors.cpp): layouts are immutable, so tensors of one shape share
+// one. Strong references, module lifetime.
+struct RowMajorLayoutCache {
+  static constexpr size_t kSize = 8;
+  struct Entry {
+    std::vector<int64_t> extents;
+    PyObject* layout = nullptr;
+  };
+  Entry entries[kSize];
+  size_t next = 0;
+};
+
 struct ModuleState {
   InternedNames names{};
   // The built-in DType singletons, in dtype.cpp's table order.
@@ -40,6 +56,7 @@ struct ModuleState {
   ext::ExtensionState extension;
   DlpackArgCache dlpack;
   DlpackImportState dlpack_import;
+  RowMajorLayoutCache row_major_layouts;
 };
 
 inline ModuleState module_state;

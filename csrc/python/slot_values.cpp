@@ -22,7 +22,13 @@ int raise_codec_status(codec::Status s, sw::DTypeCode code, PyObject* v) {
     case codec::Status::Ok:
       return 0;
     case codec::Status::OutOfRange:
-      PyErr_Format(PyExc_OverflowError, "value out of range for %s", slot_name(code));
+      if (code == sw::DTypeCode::Float32)
+        PyErr_Format(PyExc_OverflowError,
+                     "value out of range for Float32: %R is finite but beyond +-3.4028235e+38 (write inf for an "
+                     "infinity)",
+                     v);
+      else
+        PyErr_Format(PyExc_OverflowError, "value out of range for %s", slot_name(code));
       return -1;
     case codec::Status::WrongType:
       PyErr_Format(PyExc_TypeError, "%s slot cannot hold a %.100s", slot_name(code), type_name(v));
@@ -84,8 +90,7 @@ int value_to_f64(PyObject* v, const char* dtype_name, double* out) {
 int value_to_f32(PyObject* v, float* out) {
   double d;
   if (value_to_f64(v, "Float32", &d) < 0) return -1;
-  *out = codec::round_to_float32(d);
-  return 0;
+  return raise_codec_status(codec::to_float32(d, out), sw::DTypeCode::Float32, v);
 }
 
 int value_to_i32(PyObject* v, int32_t* out) {

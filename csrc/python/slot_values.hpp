@@ -32,11 +32,11 @@ PyObject* slot_to_value(const sw::codec::SlotValue& v);
 int encode_slot_general(sw::DTypeCode code, PyObject* v, void* out);
 inline int encode_slot(sw::DTypeCode code, PyObject* v, void* out) {
   // Inline fast path for the bulk case (new_like of floats): an exact float
-  // into a float slot cannot fail.
-  if (PyFloat_CheckExact(v) && (code == sw::DTypeCode::Float32 || code == sw::DTypeCode::Floating)) {
-    sw::codec::encode(code, sw::codec::SlotValue{PyFloat_AS_DOUBLE(v)}, out);
+  // into a float slot fails only beyond Float32's range (then the general
+  // path raises).
+  if (PyFloat_CheckExact(v) && (code == sw::DTypeCode::Float32 || code == sw::DTypeCode::Floating) &&
+      sw::codec::encode(code, sw::codec::SlotValue{PyFloat_AS_DOUBLE(v)}, out) == sw::codec::Status::Ok)
     return 0;
-  }
   return encode_slot_general(code, v, out);
 }
 // The Python value of the native slot bytes at in. New reference.

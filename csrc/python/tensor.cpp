@@ -11,6 +11,7 @@
 #include "subtensor_rules.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
+#include "util/ref.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -29,6 +30,7 @@ int Tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(t->representation);
   Py_VISIT(t->autograd_ctx);
   Py_VISIT(t->grad);
+  Py_VISIT(t->view_source);
   return 0;
 }
 
@@ -39,6 +41,7 @@ int Tensor_clear(PyObject* self) {
   Py_CLEAR(t->representation);
   Py_CLEAR(t->autograd_ctx);
   Py_CLEAR(t->grad);
+  Py_CLEAR(t->view_source);
   return 0;
 }
 
@@ -71,6 +74,8 @@ PyObject* tensor_alloc(PyTypeObject* type, PyObject* carrier, Py_ssize_t offset,
   t->autograd_ctx = nullptr;
   t->grad = nullptr;
   t->retains_grad = false;
+  t->view_source = nullptr;
+  t->view_version = 0;
   return self;
 }
 
@@ -145,13 +150,14 @@ PyObject* Tensor_get_version(PyObject* self, void*) {
 }
 
 PyObject* Tensor_get_autograd_ctx(PyObject* self, void*) {
-  TensorObject* t = as_tensor(self);
-  if (!t->autograd_ctx) Py_RETURN_NONE;
-  return Py_NewRef(t->autograd_ctx);
+  PyObject* ctx;
+  if (tensor_autograd_ctx(self, &ctx) < 0) return nullptr;
+  return Py_NewRef(ctx ? ctx : Py_None);
 }
 
 int Tensor_set_autograd_ctx(PyObject* self, PyObject* value, void*) {
   TensorObject* t = as_tensor(self);
+  Py_CLEAR(t->view_source);  // an explicit ctx replaces a deferred view node
   if (value == nullptr || value == Py_None) {
     Py_CLEAR(t->autograd_ctx);
     return 0;
@@ -172,10 +178,10 @@ PyObject* Tensor_get_grad(PyObject* self, void*) {
   if (!tensor_is_differentiable(self)) {
     // A compound dtype is named by its class (whose name may change).
     PyObject* d = t->dtype;
-    PyErr_Format(PyExc_RuntimeError, "a %s tensor is not differentiable and has no grad",
-                 !d ? "?"
-                    : dtype_code(d) == sw::DTypeCode::Compound ? type_name(d)
-                                                               : reinterpret_cast<DTypeObject*>(d)->name);
+    const char* name = !d ? "?"
+                          : dtype_code(d) == sw::DTypeCode::Compound ? type_name(d)
+                                                                     : reinterpret_cast<DTypeObject*>(d)->name;
+    PyErr_Format(PyExc_RuntimeError, "%s %s tensor is not differentiable and has no grad", article(name), name);
     return nullptr;
   }
   if (!t->grad) Py_RETURN_NONE;
@@ -206,11 +212,9 @@ int Tensor_set_grad(PyObject* self, PyObject* value, void*) {
                                                                : "a compound dtype");
     return -1;
   }
-  LayoutObject* have = reinterpret_cast<LayoutObject*>(t->layout);
-  LayoutObject* got = reinterpret_cast<LayoutObject*>(as_tensor(value)->layout);
   if (!(layout_of(t->layout).shape() == layout_of(as_tensor(value)->layout).shape())) {
-    PyErr_Format(PyExc_ValueError, "grad of shape %R does not match the tensor's shape %R", got->shape,
-                 have->shape);
+    PyErr_Format(PyExc_ValueError, "grad of shape %R does not match the tensor's shape %R",
+                 layout_shape_or_none(as_tensor(value)->layout), layout_shape_or_none(t->layout));
     return -1;
   }
   Py_XSETREF(t->grad, Py_NewRef(value));
@@ -247,43 +251,51 @@ PyObject* Tensor_from_representation(PyObject* cls, PyObject* rep);
 
 PyObject* Tensor_get_representation(PyObject* self, void*);
 
-// ---- indexing
 
-PyObject* Tensor_subscript(PyObject* self, PyObject* key) {
-  if (tensor_reject_multi(self, "indexing") < 0) return nullptr;
-  TensorObject* t = as_tensor(self);
-  int64_t idx;
-  if (layout_index_from_key(t->layout, key, &idx) < 0) return nullptr;
-  return carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(idx));
+// The value of a one-element tensor for float(), int() and bool(); what
+// names the conversion in the message of a larger tensor.
+PyObject* single_value(PyObject* self, const char* what) {
+  const int64_t n = layout_of(as_tensor(self)->layout).size();
+  if (n != 1) {
+    Ref shape = Ref::steal(tensor_get_shape(self, nullptr));
+    if (!shape) return nullptr;
+    PyErr_Format(PyExc_TypeError,
+                 "%s() needs a one-element tensor, this one has %lld elements (shape %R); index one element "
+                 "(t[i]) or reduce it first",
+                 what, static_cast<long long>(n), shape.get());
+    return nullptr;
+  }
+  return tensor_item(self, nullptr);
 }
 
-int Tensor_ass_subscript(PyObject* self, PyObject* key, PyObject* value) {
-  if (value == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "Tensor elements cannot be deleted");
+PyObject* Tensor_nb_float(PyObject* self) {
+  Ref v = Ref::steal(single_value(self, "float"));
+  return v ? PyNumber_Float(v.get()) : nullptr;
+}
+
+PyObject* Tensor_nb_int(PyObject* self) {
+  Ref v = Ref::steal(single_value(self, "int"));
+  return v ? PyNumber_Long(v.get()) : nullptr;
+}
+
+// NumPy's rule: the truth of the one element; more elements are ambiguous.
+int Tensor_nb_bool(PyObject* self) {
+  const int64_t n = layout_of(as_tensor(self)->layout).size();
+  if (n != 1) {
+    Ref shape = Ref::steal(tensor_get_shape(self, nullptr));
+    if (!shape) return -1;
+    PyErr_Format(PyExc_ValueError,
+                 "the truth value of a tensor with more than one element is ambiguous (shape %R): compare "
+                 "elements, or test t.size() or a reduction instead",
+                 shape.get());
     return -1;
   }
-  if (tensor_reject_multi(self, "indexing") < 0) return -1;
-  TensorObject* t = as_tensor(self);
-  int64_t idx;
-  if (layout_index_from_key(t->layout, key, &idx) < 0) return -1;
-  return carrier_set(t->carrier, t->offset + static_cast<Py_ssize_t>(idx), value);
+  Ref v = Ref::steal(tensor_item(self, nullptr));
+  return v ? PyObject_IsTrue(v.get()) : -1;
 }
-
-
-PyObject* Tensor_repr(PyObject* self) {
-  TensorObject* t = as_tensor(self);
-  if (tensor_is_multi(self))
-    return PyUnicode_FromFormat("Tensor(<multi-subtensor %R>, layout=%R)", t->dtype, t->layout);
-  return PyUnicode_FromFormat("Tensor(carrier=%s, offset=%zd, layout=%R, dtype=%R)",
-                              Py_TYPE(t->carrier)->tp_name, t->offset, t->layout, t->dtype);
-}
-
-PyObject* Tensor_nb_add(PyObject* a, PyObject* b) { return tensor_add(a, b); }
-PyObject* Tensor_nb_mul(PyObject* a, PyObject* b) { return tensor_mul(a, b); }
-PyObject* Tensor_nb_neg(PyObject* a) { return tensor_neg(a); }
 
 PyNumberMethods Tensor_as_number = {};
-PyMappingMethods Tensor_as_mapping = {nullptr, Tensor_subscript, Tensor_ass_subscript};
+PyMappingMethods Tensor_as_mapping = {tensor_len, tensor_getitem, tensor_setitem};
 
 PyMethodDef Tensor_methods[] = {
     {"size", Tensor_size, METH_NOARGS, "Logical element count (the layout's size)."},
@@ -312,6 +324,11 @@ PyMethodDef Tensor_methods[] = {
      "__array__($self, /, dtype=None, copy=None)\n--\n\nNumPy 2 protocol: a CPU Float32/Int32 tensor gives "
      "the zero-copy view np.from_dlpack gives unless copy=True; any other tensor gives a copy, and "
      "copy=False then raises ValueError."},
+    {"numpy", tensor_numpy, METH_NOARGS,
+     "numpy($self, /)\n--\n\nnp.asarray(t): the zero-copy view for a CPU Float32/Int32 tensor, a copy otherwise."},
+    {"__reduce__", tensor_reduce, METH_NOARGS,
+     "pickle / copy.deepcopy: Tensor(carrier, offset, layout); the loaded tensor is a leaf over a fresh "
+     "carrier (CPU and Generic carriers pickle; others raise TypeError)."},
     {"_from_representation", Tensor_from_representation, METH_O | METH_CLASS,
      "Build a tensor from a validated TensorRepresentation."},
     {nullptr, nullptr, 0, nullptr}};
@@ -321,6 +338,9 @@ PyGetSetDef Tensor_getset[] = {
     {"offset", Tensor_get_offset, nullptr, "offset into the carrier, in slots", nullptr},
     {"layout", Tensor_get_layout, nullptr, "the layout given", nullptr},
     {"version", Tensor_get_version, nullptr, "the carrier's version", nullptr},
+    {"shape", tensor_get_shape, nullptr,
+     "tuple of the size of each top-level mode (a hierarchical mode counts all its coordinates)", nullptr},
+    {"ndim", tensor_get_ndim, nullptr, "number of top-level modes", nullptr},
     {"autograd_ctx", Tensor_get_autograd_ctx, Tensor_set_autograd_ctx,
      "the Operation that produced this tensor, or None for a leaf", nullptr},
     {"grad", Tensor_get_grad, Tensor_set_grad, "accumulated gradient", nullptr},
@@ -334,6 +354,22 @@ PyTypeObject Tensor_Type = static_type("strideweave.Tensor", sizeof(TensorObject
 
 PyObject* tensor_over_native(PyObject* carrier, PyObject* layout, sw::DTypeCode dtype) {
   return tensor_alloc(&Tensor_Type, carrier, 0, layout, dtype_singleton(dtype));
+}
+
+int tensor_autograd_ctx(PyObject* self, PyObject** out) {
+  TensorObject* t = as_tensor(self);
+  if (!t->autograd_ctx && t->view_source) {
+    PyObject* node = view_node(self);
+    if (!node) return -1;
+    t->autograd_ctx = node;
+    Py_CLEAR(t->view_source);
+  }
+  *out = t->autograd_ctx;
+  return 0;
+}
+
+PyObject* tensor_alloc_view(PyObject* t, Py_ssize_t offset, PyObject* layout) {
+  return tensor_alloc(&Tensor_Type, as_tensor(t)->carrier, offset, layout, as_tensor(t)->dtype);
 }
 
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout) {
@@ -379,9 +415,14 @@ PyObject* tensor_alloc_multi(PyObject* rep, PyObject* logical_dtype, PyObject* c
 }
 
 int tensor_module_init(PyObject* module) {
-  Tensor_as_number.nb_add = Tensor_nb_add;
-  Tensor_as_number.nb_multiply = Tensor_nb_mul;
-  Tensor_as_number.nb_negative = Tensor_nb_neg;
+  Tensor_as_number.nb_add = tensor_add;
+  Tensor_as_number.nb_subtract = tensor_sub;
+  Tensor_as_number.nb_multiply = tensor_mul;
+  Tensor_as_number.nb_true_divide = tensor_truediv;
+  Tensor_as_number.nb_negative = tensor_neg;
+  Tensor_as_number.nb_float = Tensor_nb_float;
+  Tensor_as_number.nb_int = Tensor_nb_int;
+  Tensor_as_number.nb_bool = Tensor_nb_bool;
   Tensor_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
   Tensor_Type.tp_doc =
       "Tensor(carrier, offset, layout): a strided view of a carrier's slots.";
@@ -389,13 +430,21 @@ int tensor_module_init(PyObject* module) {
   Tensor_Type.tp_dealloc = Tensor_dealloc;
   Tensor_Type.tp_traverse = Tensor_traverse;
   Tensor_Type.tp_clear = Tensor_clear;
-  Tensor_Type.tp_repr = Tensor_repr;
+  Tensor_Type.tp_repr = tensor_repr;
   Tensor_Type.tp_as_number = &Tensor_as_number;
   Tensor_Type.tp_as_mapping = &Tensor_as_mapping;
+  Tensor_Type.tp_iter = tensor_iter;
   Tensor_Type.tp_methods = Tensor_methods;
   Tensor_Type.tp_getset = Tensor_getset;
   Tensor_Type.tp_weaklistoffset = offsetof(TensorObject, weakreflist);
   if (add_type(module, &Tensor_Type, "Tensor") < 0) return -1;
+  // Above ndarray's 0 (torch's value): NumPy scalars and arrays then defer
+  // to Tensor's reflected operators, so np.float32(2) * t is a Tensor (and
+  // an ndarray operand is refused) instead of an ndarray made through
+  // __array__.
+  Ref priority = Ref::steal(PyFloat_FromDouble(1000.0));
+  if (!priority || PyDict_SetItemString(Tensor_Type.tp_dict, "__array_priority__", priority.get()) < 0) return -1;
+  PyType_Modified(&Tensor_Type);
   return tensor_data_module_init(module);
 }
 

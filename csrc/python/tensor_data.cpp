@@ -54,8 +54,11 @@ constexpr int64_t kGilFreeElements = 1 << 16;
 int parse_dtype(PyObject* dtype, bool* given, sw::DTypeCode* out) {
   *given = false;
   if (!dtype || dtype == Py_None) return 0;
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "tensor() dtype must be a DType or None, not %.100s", type_name(dtype));
+  const int r = dtype_resolve(dtype, &dtype);
+  if (r < 0) return -1;
+  if (r == 0) {
+    PyErr_Format(PyExc_TypeError, "tensor() dtype must be a DType (or a NumPy dtype) or None, not %.100s",
+                 type_name(dtype));
     return -1;
   }
   const sw::DTypeCode c = dtype_code(dtype);
@@ -168,7 +171,9 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   const int64_t n = sw::data::element_count(shape);
   sw::ConvertStatus st;
   auto run = [&] {
-    st = sw::convert_strided(dst, code, p.strides.data(), view.buf, fmt, strides.data(), shape.data(), view.ndim);
+    // Large data is converted on several threads (the pool's workers help).
+    st = sw::convert_strided_parallel(dst, code, p.strides.data(), view.buf, fmt, strides.data(), shape.data(),
+                                      view.ndim);
   };
   if (n >= kGilFreeElements) {
     GilRelease nogil;
@@ -177,8 +182,9 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
     run();
   }
   if (st.error != sw::ConvertError::None) {
-    PyErr_Format(PyExc_OverflowError, "value out of range for Int32 at index %s of data with shape %s",
-                 position_text(shape, st.ordinal).c_str(), shape_text(shape).c_str());
+    PyErr_Format(PyExc_OverflowError, "value out of range for %s at index %s of data with shape %s%s",
+                 sw::dtype_name(code), position_text(shape, st.ordinal).c_str(), shape_text(shape).c_str(),
+                 code == sw::DTypeCode::Float32 ? " (a finite value beyond +-3.4028235e+38)" : "");
     return nullptr;  // the fresh carrier is dropped with `carrier`
   }
   return finish(std::move(carrier), p);
@@ -502,7 +508,7 @@ PyObject* tensor_item(PyObject* self, PyObject*) {
   const sw::Layout& l = layout_of(t->layout);
   if (l.size() != 1) {
     PyErr_Format(PyExc_ValueError, "item() needs a tensor with exactly one element; this one has %lld (shape %R)",
-                 static_cast<long long>(l.size()), reinterpret_cast<LayoutObject*>(t->layout)->shape);
+                 static_cast<long long>(l.size()), layout_shape_or_none(t->layout));
     return nullptr;
   }
   return carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(l.index_of_ordinal(0)));
@@ -520,6 +526,17 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   if (tensor_reject_multi(self, "__array__") < 0) return nullptr;
   TensorObject* t = as_tensor(self);
+  // Said as every other read says it (DLPack's own refusal would speak of a
+  // null data pointer).
+  const int released = carrier_is_released(t->carrier);
+  if (released < 0) return nullptr;
+  if (released) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s carrier is released: the tensor has no values to convert (was it moved? use the tensor "
+                 "the move returned)",
+                 type_name(t->carrier));
+    return nullptr;
+  }
   Ref np = Ref::steal(PyImport_ImportModule("numpy"));
   if (!np) return nullptr;
   const sw::DTypeCode code = dtype_code(t->dtype);
@@ -540,12 +557,13 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
     return PyObject_Call(fn.get(), a.get(), kw.get());
   }
   if (copy_flag == 0) {
+    const char* dname =
+        code == sw::DTypeCode::Compound ? type_name(t->dtype) : reinterpret_cast<DTypeObject*>(t->dtype)->name;
+    const char* cname = type_name(t->carrier);
     PyErr_Format(PyExc_ValueError,
-                 "a %s tensor on a %s carrier cannot be viewed by NumPy without a copy (only CPU Float32 and "
+                 "%s %s tensor on %s %s carrier cannot be viewed by NumPy without a copy (only CPU Float32 and "
                  "Int32 tensors can); use copy=None or copy=True",
-                 code == sw::DTypeCode::Compound ? type_name(t->dtype)
-                                                 : reinterpret_cast<DTypeObject*>(t->dtype)->name,
-                 type_name(t->carrier));
+                 article(dname), dname, article(cname), cname);
     return nullptr;
   }
   const char* np_dtype = sw::numpy_dtype_name(code);
@@ -554,6 +572,12 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
   Ref arr = Ref::steal(PyObject_CallMethod(np.get(), "array", "Os", values.get(), np_dtype));
   if (!arr || dtype == Py_None) return arr.release();
   return PyObject_CallMethod(arr.get(), "astype", "O", dtype);
+}
+
+PyObject* tensor_numpy(PyObject* self, PyObject*) {
+  Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+  if (!np) return nullptr;
+  return PyObject_CallMethod(np.get(), "asarray", "O", self);
 }
 
 namespace {

@@ -14,5 +14,7 @@ int tensor_data_module_init(PyObject* module);
 PyObject* tensor_tolist(PyObject* self, PyObject* unused);
 PyObject* tensor_item(PyObject* self, PyObject* unused);
 PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs);
+// Tensor.numpy(): np.asarray(t) (a view for CPU Float32/Int32, else a copy).
+PyObject* tensor_numpy(PyObject* self, PyObject* unused);
 
 }  // namespace swpy

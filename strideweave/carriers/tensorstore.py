@@ -170,6 +170,7 @@ class TensorStoreCarrier(_core.Carrier):
             raise TypeError(f"slots must be an int, not {type(slots).__name__}")
         if slots < 0:
             raise ValueError("slots must be non-negative")
+        dtype = _core._as_dtype(dtype)  # a NumPy dtype names its DType
         if slots > _MAX_EXTENT:
             raise ValueError(f"slots must be at most 2**62 - 1 ({_MAX_EXTENT}), TensorStore's largest array "
                              f"extent, not {slots}")

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "convert.hpp"
@@ -45,7 +46,7 @@ TEST(BufferFormat, InferenceAndAcceptance) {
 }
 
 TEST(ConvertStrided, ContiguousFloat64RoundsToFloat32) {
-  std::vector<double> src = {1.0, 0.1, -2.5, 1e300, 3.0, 4.0};
+  std::vector<double> src = {1.0, 0.1, -2.5, std::numeric_limits<double>::infinity(), 3.0, 4.0};
   std::vector<float> dst(6, -1.0f);
   const int64_t ext[] = {2, 3}, ss[] = {24, 8}, ds[] = {3, 1};
   auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2);
@@ -87,6 +88,33 @@ TEST(ConvertStrided, Int32RangeReportsTheFirstOffendingOrdinal) {
   EXPECT_EQ(dst[1], 300);
 }
 
+TEST(ConvertStrided, Float32RangeReportsTheFirstOffendingOrdinal) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<float> dst(5, 0.0f);
+  const int64_t ext[] = {5}, ss[] = {8}, ds[] = {1};
+  // Contiguous (the vectorized pass) and strided sources both check.
+  std::vector<double> src = {1.0, -inf, std::nan(""), -1e39, 2.0};
+  auto st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 3);
+  std::vector<double> wide = {1.0, 0.0, 1e300, 0.0};
+  const int64_t ext2[] = {2}, ss16[] = {16};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, wide.data(), fmt("d"), ss16, ext2, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(st.ordinal, 1);
+  // NaN and the infinities are values, not overflows.
+  src[3] = 3.0;
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+  EXPECT_TRUE(std::isinf(dst[1]) && dst[1] < 0);
+  EXPECT_TRUE(std::isnan(dst[2]));
+  // float32 sources cannot overflow; float16 neither.
+  std::vector<float> f = {std::numeric_limits<float>::max()};
+  const int64_t ext1[] = {1}, ss4[] = {4};
+  st = sw::convert_strided(dst.data(), sw::DTypeCode::Float32, ds, f.data(), fmt("f"), ss4, ext1, 1);
+  EXPECT_EQ(st.error, sw::ConvertError::None);
+}
+
 TEST(ConvertStrided, RejectedKindWritesNothing) {
   std::vector<uint8_t> b = {1, 0};
   std::vector<float> dst(2, -1.0f);
@@ -117,4 +145,31 @@ TEST(ConvertStrided, ByteSwappedHalfAndBoolAndRankZero) {
   st = sw::convert_strided(&o, sw::DTypeCode::Int32, nullptr, &one, fmt("i"), nullptr, nullptr, 0);
   EXPECT_EQ(st.error, sw::ConvertError::None);
   EXPECT_EQ(o, 42);
+}
+
+// The parallel conversion gives convert_strided's result and first error.
+TEST(ConvertStrided, ParallelPiecesAgreeWithOneThread) {
+  const int64_t rows = 600, cols = 1000;  // above kParallelConvertElements
+  ASSERT_GE(rows * cols, sw::kParallelConvertElements);
+  std::vector<double> src(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) * 0.5;
+  const int64_t ext[] = {rows, cols}, ss[] = {cols * 8, 8}, ds[] = {1, rows};  // transposed destination
+  std::vector<float> one(src.size()), many(src.size());
+  auto a = sw::convert_strided(one.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2);
+  auto b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2, 4);
+  EXPECT_EQ(a.error, sw::ConvertError::None);
+  EXPECT_EQ(b.error, sw::ConvertError::None);
+  EXPECT_EQ(one, many);
+  src[static_cast<size_t>(450 * cols + 7)] = 1e300;  // a late row: reported with its global ordinal
+  src[static_cast<size_t>(590 * cols)] = -1e300;
+  b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds, src.data(), fmt("d"), ss, ext, 2, 4);
+  EXPECT_EQ(b.error, sw::ConvertError::Overflow);
+  EXPECT_EQ(b.ordinal, 450 * cols + 7);
+  // A leading extent-1 dimension: the pieces cut the next one.
+  const int64_t ext3[] = {1, rows * cols}, ss3[] = {0, 8}, ds3[] = {0, 1};
+  src[static_cast<size_t>(450 * cols + 7)] = 1.0;
+  src[static_cast<size_t>(590 * cols)] = 2.0;
+  b = sw::convert_strided_parallel(many.data(), sw::DTypeCode::Float32, ds3, src.data(), fmt("d"), ss3, ext3, 2, 3);
+  EXPECT_EQ(b.error, sw::ConvertError::None);
+  for (size_t i = 0; i < src.size(); i += 9973) EXPECT_EQ(many[i], static_cast<float>(src[i]));
 }

@@ -18,10 +18,21 @@ TEST(DTypeInfo, TableOrderAndNames) {
   EXPECT_EQ(sw::dtype_info(DTypeCode::Compound), nullptr);
 }
 
+TEST(DTypeInfo, FromNameTakesNumpyNames) {
+  EXPECT_EQ(sw::dtype_from_name("float32"), DTypeCode::Float32);
+  EXPECT_EQ(sw::dtype_from_name("float64"), DTypeCode::Float64);
+  EXPECT_EQ(sw::dtype_from_name("int32"), DTypeCode::Int32);
+  EXPECT_EQ(sw::dtype_from_name("bool"), DTypeCode::Bool);
+  EXPECT_EQ(sw::dtype_from_name("bool_"), DTypeCode::Bool);
+  EXPECT_FALSE(sw::numpy_dtype_from_name("int64").has_value());
+  EXPECT_FALSE(sw::numpy_dtype_from_name("Float32").has_value());
+}
+
 TEST(DTypeInfo, FromNameIsExact) {
   EXPECT_EQ(sw::dtype_from_name("Int32"), DTypeCode::Int32);
   EXPECT_EQ(sw::dtype_from_name("Floating"), DTypeCode::Floating);
-  EXPECT_FALSE(sw::dtype_from_name("int32").has_value());
+  EXPECT_FALSE(sw::dtype_from_name("INT32").has_value());
+  EXPECT_FALSE(sw::dtype_from_name("float16").has_value());
   EXPECT_FALSE(sw::dtype_from_name("Float3").has_value());
   EXPECT_FALSE(sw::dtype_from_name("CompoundDType").has_value());
   EXPECT_FALSE(sw::dtype_from_name("").has_value());

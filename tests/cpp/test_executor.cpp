@@ -99,3 +99,12 @@ TEST(Completion, WaiterMayDestroyItRightAfterWaking) {
     setter.join();
   }
 }
+
+TEST(Executor, RunPiecesRunsEachPieceOnce) {
+  for (int ways : {1, 2, 4}) {
+    std::vector<std::atomic<int>> hits(37);
+    sw::run_pieces(hits.size(), [&](size_t i) { hits[i].fetch_add(1); }, ways);
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+  sw::run_pieces(0, [](size_t) { ADD_FAILURE(); });
+}

@@ -247,3 +247,47 @@ TEST(Kernels, LargeNonCoalescibleLayoutMatchesReference) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------ constructors
+
+TEST(KernelConstructors, FillRepeatsTheItem) {
+  std::vector<float> f(37, -1.0f);
+  const float v = 2.5f;
+  sw::kernels::fill(f.data(), 36, 4, &v);
+  for (size_t i = 0; i < 36; ++i) EXPECT_EQ(f[i], 2.5f);
+  EXPECT_EQ(f[36], -1.0f);  // nothing past n
+  std::vector<int32_t> z(5, 7);
+  const int32_t zero = 0;
+  sw::kernels::fill(z.data(), 5, 4, &zero);
+  EXPECT_EQ(z, std::vector<int32_t>(5, 0));
+  std::vector<unsigned char> b(3, 0);
+  const unsigned char one = 1;
+  sw::kernels::fill(b.data(), 3, 1, &one);
+  EXPECT_EQ(b, std::vector<unsigned char>(3, 1));
+}
+
+TEST(KernelConstructors, ArangeValues) {
+  std::vector<int32_t> i(5);
+  sw::kernels::arange_i32(i.data(), 5, -2, 1);
+  EXPECT_EQ(i, (std::vector<int32_t>{-2, -1, 0, 1, 2}));
+  sw::kernels::arange_i32(i.data(), 3, 10, -4);
+  EXPECT_EQ(std::vector<int32_t>(i.begin(), i.begin() + 3), (std::vector<int32_t>{10, 6, 2}));
+  std::vector<float> f(10);
+  sw::kernels::arange_f32(f.data(), 10, 0.0, 0.1);
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(f[static_cast<size_t>(k)], static_cast<float>(k * 0.1));
+}
+
+TEST(KernelConstructors, ArangeCountIsNumpys) {
+  EXPECT_EQ(sw::kernels::arange_count(int64_t{0}, int64_t{5}, int64_t{1}), 5);
+  EXPECT_EQ(sw::kernels::arange_count(int64_t{0}, int64_t{5}, int64_t{2}), 3);
+  EXPECT_EQ(sw::kernels::arange_count(int64_t{5}, int64_t{0}, int64_t{-2}), 3);
+  EXPECT_EQ(sw::kernels::arange_count(int64_t{5}, int64_t{5}, int64_t{1}), 0);
+  EXPECT_EQ(sw::kernels::arange_count(int64_t{0}, int64_t{5}, int64_t{-1}), 0);
+  EXPECT_EQ(sw::kernels::arange_count(INT64_MIN, INT64_MAX, int64_t{1} << 62), 4);
+  EXPECT_EQ(sw::kernels::arange_count(0.0, 1.0, 0.1), 10);
+  EXPECT_EQ(sw::kernels::arange_count(0.0, 1.0, -0.1), 0);
+  EXPECT_EQ(sw::kernels::arange_count(0.0, std::nan(""), 1.0), 0);
+  EXPECT_THROW(sw::kernels::arange_count(0.0, 1.0, 0.0), std::invalid_argument);
+  EXPECT_THROW(sw::kernels::arange_count(int64_t{0}, int64_t{1}, int64_t{0}), std::invalid_argument);
+  EXPECT_THROW(sw::kernels::arange_count(0.0, 1e300, 1.0), std::overflow_error);
+}

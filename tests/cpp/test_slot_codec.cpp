@@ -50,14 +50,25 @@ TEST(SlotCodec, Float32RoundsToNearestBinary32) {
   // 2^24 + 1 is not representable: ties to even gives 2^24.
   ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{int64_t{16777217}}, b), Status::Ok);
   EXPECT_EQ(std::get<double>(sw::codec::decode(DTypeCode::Float32, b)), 16777216.0);
-  // Beyond the binary32 range: infinity of the same sign, not an error.
-  ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{1e300}, b), Status::Ok);
+  // A finite value beyond the binary32 range is out of range (as an Int32
+  // overflow is); nothing is written.
+  std::memset(b, 9, 4);
+  EXPECT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{1e300}, b), Status::OutOfRange);
+  EXPECT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{-1e40}, b), Status::OutOfRange);
+  EXPECT_EQ(b[0], 9);
+  // FLT_MAX plus less than half an ulp still rounds to FLT_MAX.
+  const double flt_max = std::numeric_limits<float>::max();
+  ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{flt_max * (1 + 1e-9)}, b), Status::Ok);
+  EXPECT_EQ(std::get<double>(sw::codec::decode(DTypeCode::Float32, b)), flt_max);
+  // NaN and the infinities stay as they are.
+  ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{-std::numeric_limits<double>::infinity()}, b), Status::Ok);
   EXPECT_TRUE(std::isinf(std::get<double>(sw::codec::decode(DTypeCode::Float32, b))));
-  ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{-1e300}, b), Status::Ok);
   EXPECT_LT(std::get<double>(sw::codec::decode(DTypeCode::Float32, b)), 0.0);
   ASSERT_EQ(sw::codec::encode(DTypeCode::Float32, SlotValue{std::nan("")}, b), Status::Ok);
   EXPECT_TRUE(std::isnan(std::get<double>(sw::codec::decode(DTypeCode::Float32, b))));
-  EXPECT_EQ(sw::codec::round_to_float32(1.0 + 1e-12), 1.0f);
+  float rounded = 0;
+  ASSERT_EQ(sw::codec::to_float32(1.0 + 1e-12, &rounded), Status::Ok);
+  EXPECT_EQ(rounded, 1.0f);
 }
 
 TEST(SlotCodec, Int32ChecksTheRange) {

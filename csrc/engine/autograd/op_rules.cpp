@@ -46,6 +46,16 @@ void mul_scalar_host(DTypeCode dtype, const void* a, const Leaves& la, double s,
     throw std::invalid_argument("mul by a number computes Float32 and Int32 only");
 }
 
+void add_scalar_host(DTypeCode dtype, const void* a, const Leaves& la, double s, int64_t s_int, void* out,
+                     const Layout& out_layout) {
+  if (dtype == DTypeCode::Float32)
+    K::add_scalar_f32(static_cast<const float*>(a), la, s, static_cast<float*>(out), out_layout.leaves());
+  else if (dtype == DTypeCode::Int32)
+    K::add_scalar_i32(static_cast<const int32_t*>(a), la, s_int, static_cast<int32_t*>(out), out_layout.leaves());
+  else
+    throw std::invalid_argument("add of a number computes Float32 and Int32 only");
+}
+
 namespace {
 
 // A plan writing x's gradient layout through its own leaves (no summing);

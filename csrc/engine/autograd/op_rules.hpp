@@ -57,6 +57,9 @@ void binary_host(Binary kind, DTypeCode dtype, const void* a, const void* b, con
 // int64 (s_int; overflow_error when the product leaves Int32).
 void mul_scalar_host(DTypeCode dtype, const void* a, const Leaves& la, double s, int64_t s_int, void* out,
                      const Layout& out_layout);
+// Host forward of add of a number, with the same argument rules.
+void add_scalar_host(DTypeCode dtype, const void* a, const Leaves& la, double s, int64_t s_int, void* out,
+                     const Layout& out_layout);
 
 // ------------------------------------------------------------ gradients
 

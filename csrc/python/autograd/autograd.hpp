@@ -47,10 +47,12 @@ PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs);
 // Fresh host storage of n slots of dtype in like's exact class (CPU, or its
 // allocate_like for subclasses); *data receives its host pointer. ops.cpp.
 PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool zero, void** data);
-// The Tensor number protocol (+, *, unary -) through the operations; they
-// return NotImplemented for operands the operations do not take.
+// The Tensor number protocol (+, -, *, /, unary -) through the operations;
+// they return NotImplemented for operands the operations do not take.
 PyObject* tensor_add(PyObject* a, PyObject* b);
+PyObject* tensor_sub(PyObject* a, PyObject* b);
 PyObject* tensor_mul(PyObject* a, PyObject* b);
+PyObject* tensor_truediv(PyObject* a, PyObject* b);
 PyObject* tensor_neg(PyObject* a);
 
 }  // namespace swpy

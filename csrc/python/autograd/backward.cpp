@@ -111,7 +111,7 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
     TensorObject* t = as_tensor(g);
     if (!(layout_of(t->layout).shape() == gl.shape())) {
       PyErr_Format(PyExc_ValueError, "gradient of shape %R cannot accumulate into shape %R (layout mismatch)",
-                   shape_obj(g), layout_obj ? reinterpret_cast<LayoutObject*>(layout_obj)->shape : Py_None);
+                   shape_obj(g), layout_obj ? layout_shape_or_none(layout_obj) : Py_None);
       return nullptr;
     }
     int rel = carrier_is_released(t->carrier);
@@ -204,7 +204,8 @@ int discover(AG::BackwardGraph& g, std::vector<Node>& nodes) {
     nodes.resize(g.size());
     PyObject* t = tensor_at(g, i);  // kept alive by a discovered node's inputs
     nodes[i].tensor = Ref::borrow(t);
-    PyObject* ctx = as_tensor(t)->autograd_ctx;
+    PyObject* ctx;
+    if (tensor_autograd_ctx(t, &ctx) < 0) return -1;
     if (!ctx || ctx == Py_None) {
       g.set_leaf(i);
       continue;

@@ -141,7 +141,8 @@ PyObject* input_shapes(PyObject* args) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
     PyObject* a = PyTuple_GET_ITEM(args, i);
     if (!is_tensor(a) || !as_tensor(a)->layout) continue;
-    if (PyList_Append(shapes.get(), autograd::shape_obj(a)) < 0) return nullptr;
+    PyObject* shape = layout_shape(as_tensor(a)->layout);
+    if (!shape || PyList_Append(shapes.get(), shape) < 0) return nullptr;
   }
   return PyList_AsTuple(shapes.get());
 }
@@ -236,6 +237,7 @@ PyObject* attach(PyObject* op, PyObject* args, Ref result) {
   if (!autograd::differentiable(result.get())) return result.release();
   if (save_inputs(as_op(op), args) < 0) return nullptr;
   Py_XSETREF(as_tensor(result.get())->autograd_ctx, Py_NewRef(op));
+  Py_CLEAR(as_tensor(result.get())->view_source);  // this node replaces a deferred one
   return result.release();
 }
 

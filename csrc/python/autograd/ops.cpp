@@ -3,7 +3,13 @@
 // operation's native Operation subclass and runs Operation.forward.
 // The node types' forward and backward live in ops_binary.cpp and
 // ops_unary.cpp; the shared machinery in ops_support.cpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "autograd/ops_support.hpp"
+#include "dtype_info.hpp"
+#include "dtype_object.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
@@ -15,7 +21,8 @@ namespace swpy {
 namespace ops {
 
 PyTypeObject BroadcastToOperation_Type = static_type("strideweave.BroadcastToOperation", sizeof(OperationObject));
-PyTypeObject AddOperation_Type = static_type("strideweave.AddOperation", sizeof(OperationObject));
+// add(t, number) keeps its number like mul: both use MulOperation's object.
+PyTypeObject AddOperation_Type = static_type("strideweave.AddOperation", sizeof(MulOperationObject));
 PyTypeObject MulOperation_Type = static_type("strideweave.MulOperation", sizeof(MulOperationObject));
 PyTypeObject ReluOperation_Type = static_type("strideweave.ReluOperation", sizeof(OperationObject));
 PyTypeObject ReduceSumOperation_Type = static_type("strideweave.ReduceSumOperation", sizeof(OperationObject));
@@ -72,6 +79,15 @@ PyObject* mod_broadcast_to(PyObject*, PyObject* args) {
 
 PyObject* mod_add(PyObject*, PyObject* args) {
   if (check_arity(args, 2, "add() takes 2 arguments (a, b)") < 0) return nullptr;
+  // add() takes tensors only (the contract); t + number is the operator's.
+  for (Py_ssize_t i = 0; i < 2; ++i) {
+    PyObject* x = PyTuple_GET_ITEM(args, i);
+    if (!is_tensor(x)) {
+      PyErr_Format(PyExc_TypeError, "add() expects a Tensor, not %.100s (t + number adds a number)",
+                   Py_TYPE(x)->tp_name);
+      return nullptr;
+    }
+  }
   return run_op(&AddOperation_Type, args);
 }
 
@@ -107,18 +123,124 @@ PyObject* ops_alloc_host(PyObject* like, Py_ssize_t n, sw::DTypeCode dtype, bool
   return ops::alloc_host(like, n, dtype, zero, data);
 }
 
+// ------------------------------------------------------------ operators
+//
+// The number protocol goes through the same operations (so autograd sees add
+// and mul nodes): t - u is add(t, -u), s - t is add(-t, s), t / s is
+// mul(t, 1 / s) (IEEE: a zero divisor gives inf or nan, as NumPy does). Two
+// tensors of different rank are aligned at their trailing modes first, as
+// NumPy broadcasts: the lower-rank one is viewed with extent-1 modes in
+// front (t[None, ...]); the operation then widens extent-1 leaves.
+
+namespace {
+
+const std::vector<sw::IntTree>& modes_of(PyObject* t) { return layout_of(as_tensor(t)->layout).shape().children; }
+
+// Whether NumPy's trailing alignment broadcasts a and b; ValueError naming
+// both shapes (and sym, the operator) when not. 0 / -1.
+int check_broadcast(PyObject* a, PyObject* b, const char* sym) {
+  const std::vector<sw::IntTree>& ma = modes_of(a);
+  const std::vector<sw::IntTree>& mb = modes_of(b);
+  if (ma == mb) return 0;
+  std::string why;
+  try {
+    std::vector<sw::IntTree> ea(ma), eb(mb);
+    while (ea.size() < eb.size()) ea.insert(ea.begin(), sw::IntTree::leaf(1));
+    while (eb.size() < ea.size()) eb.insert(eb.begin(), sw::IntTree::leaf(1));
+    (void)sw::broadcast_shapes(sw::IntTree::node(std::move(ea)), sw::IntTree::node(std::move(eb)));
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    why = e.what();
+  } catch (...) {
+    return raise_engine_exception();
+  }
+  Ref sa = Ref::steal(tensor_get_shape(a, nullptr));
+  Ref sb = Ref::steal(tensor_get_shape(b, nullptr));
+  if (!sa || !sb) return -1;
+  PyErr_Format(PyExc_ValueError,
+               "operands could not be broadcast together with shapes %R and %R in 'a %s b' (modes are aligned "
+               "at the end and an extent-1 leaf widens; here %s)",
+               sa.get(), sb.get(), sym, why.c_str());
+  return -1;
+}
+
+// t viewed with leading extent-1 modes up to rank (t itself when it has
+// that rank already).
+PyObject* lift(PyObject* t, size_t rank) {
+  const size_t have = modes_of(t).size();
+  if (have >= rank) return Py_NewRef(t);
+  std::vector<sw::SlicePart> key(rank - have, sw::SlicePart::new_axis());
+  key.push_back(sw::SlicePart::ellipsis());
+  return tensor_view(t, key, nullptr);
+}
+
+// op(a, b) of two tensors after the trailing alignment.
+PyObject* tensors_op(PyTypeObject* type, PyObject* a, PyObject* b, const char* sym) {
+  if (check_broadcast(a, b, sym) < 0) return nullptr;
+  const size_t rank = std::max(modes_of(a).size(), modes_of(b).size());
+  Ref la = Ref::steal(lift(a, rank));
+  if (!la) return nullptr;
+  Ref lb = Ref::steal(lift(b, rank));
+  if (!lb) return nullptr;
+  return ops::run_op_with(type, la.get(), lb.get());
+}
+
+// op(t, number).
+PyObject* scalar_op(PyTypeObject* type, PyObject* t, PyObject* s) { return ops::run_op_with(type, t, s); }
+
+}  // namespace
+
 PyObject* tensor_add(PyObject* a, PyObject* b) {
-  if (!is_tensor(a) || !is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
-  return ops::run_op_with(&ops::AddOperation_Type, a, b);
+  using ops::is_scalar;
+  if (is_tensor(a) && is_tensor(b)) return tensors_op(&ops::AddOperation_Type, a, b, "+");
+  if (is_tensor(a) && is_scalar(b)) return scalar_op(&ops::AddOperation_Type, a, b);
+  if (is_tensor(b) && is_scalar(a)) return scalar_op(&ops::AddOperation_Type, b, a);
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* tensor_sub(PyObject* a, PyObject* b) {
+  using ops::is_scalar;
+  if (is_tensor(a) && is_tensor(b)) {
+    Ref nb = Ref::steal(tensor_neg(b));
+    if (!nb) return nullptr;
+    return tensors_op(&ops::AddOperation_Type, a, nb.get(), "-");
+  }
+  if (is_tensor(a) && is_scalar(b)) {
+    Ref ns = Ref::steal(PyNumber_Negative(b));
+    if (!ns) return nullptr;
+    return scalar_op(&ops::AddOperation_Type, a, ns.get());
+  }
+  if (is_tensor(b) && is_scalar(a)) {
+    Ref nb = Ref::steal(tensor_neg(b));
+    if (!nb) return nullptr;
+    return scalar_op(&ops::AddOperation_Type, nb.get(), a);
+  }
+  Py_RETURN_NOTIMPLEMENTED;
 }
 
 PyObject* tensor_mul(PyObject* a, PyObject* b) {
   using ops::is_scalar;
-  const bool ok = (is_tensor(a) && (is_tensor(b) || is_scalar(b))) || (is_tensor(b) && is_scalar(a));
-  if (!ok) Py_RETURN_NOTIMPLEMENTED;
-  Ref args = Ref::steal(ops::mul_args(a, b));
-  if (!args) return nullptr;
-  return ops::run_op(&ops::MulOperation_Type, args.get());
+  if (is_tensor(a) && is_tensor(b)) return tensors_op(&ops::MulOperation_Type, a, b, "*");
+  if (is_tensor(a) && is_scalar(b)) return scalar_op(&ops::MulOperation_Type, a, b);
+  if (is_tensor(b) && is_scalar(a)) return scalar_op(&ops::MulOperation_Type, b, a);
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* tensor_truediv(PyObject* a, PyObject* b) {
+  if (!is_tensor(a) || !ops::is_scalar(b)) Py_RETURN_NOTIMPLEMENTED;
+  const sw::DTypeCode code = dtype_code(as_tensor(a)->dtype);
+  if (code == sw::DTypeCode::Int32 || code == sw::DTypeCode::Bool) {
+    PyErr_Format(PyExc_TypeError,
+                 "t / s of an %s tensor is not supported (its result would not be %s); divide a Float32 "
+                 "tensor instead (sw.tensor(t.tolist(), dtype=sw.float32) / s)",
+                 sw::dtype_name(code), sw::dtype_name(code));
+    return nullptr;
+  }
+  const double s = PyFloat_AsDouble(b);
+  if (s == -1.0 && PyErr_Occurred()) return nullptr;
+  Ref inv = Ref::steal(PyFloat_FromDouble(1.0 / s));
+  if (!inv) return nullptr;
+  return scalar_op(&ops::MulOperation_Type, a, inv.get());
 }
 
 PyObject* tensor_neg(PyObject* a) {
@@ -132,6 +254,9 @@ int ops_module_init(PyObject* module) {
   MulOperation_Type.tp_traverse = Mul_traverse;
   MulOperation_Type.tp_clear = Mul_clear;
   MulOperation_Type.tp_dealloc = Mul_dealloc;
+  AddOperation_Type.tp_traverse = Mul_traverse;
+  AddOperation_Type.tp_clear = Mul_clear;
+  AddOperation_Type.tp_dealloc = Mul_dealloc;
   if (ready_op(module, &BroadcastToOperation_Type, "BroadcastToOperation", "broadcast_to", BroadcastTo_methods,
                "Node of broadcast_to(t, shape).") < 0 ||
       ready_op(module, &AddOperation_Type, "AddOperation", "add", Add_methods, "Node of add(a, b).") < 0 ||

@@ -60,21 +60,42 @@ PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {
 
 // ---------------------------------------------------------------- add
 
-PyObject* Add_forward(PyObject*, PyObject* args) {
+PyObject* scalar_forward(Binary kind, PyObject* self, Operand& a, PyObject* s);
+
+// _forward(a, b) of add and mul: b is a tensor (broadcast) or a number (kept
+// on the node).
+PyObject* tensor_or_number_forward(Binary kind, PyObject* self, PyObject* args) {
+  const char* op = kind == Binary::Add ? "add" : "mul";
   PyObject *x, *y;
-  if (!PyArg_UnpackTuple(args, "add", 2, 2, &x, &y)) return nullptr;
+  if (!PyArg_UnpackTuple(args, op, 2, 2, &x, &y)) return nullptr;
   Operand a, b;
-  if (compute_operand(x, "add", &a) < 0 || compute_operand(y, "add", &b) < 0 || check_pair(a, b, "add") < 0)
-    return nullptr;
-  return binary_forward(Binary::Add, a, b, "add");
+  if (compute_operand(x, op, &a) < 0) return nullptr;
+  if (!is_tensor(y)) {
+    if (!is_scalar(y)) {
+      PyErr_Format(PyExc_TypeError, "%s() expects a Tensor or a Python int/float as b, not %.100s", op,
+                   Py_TYPE(y)->tp_name);
+      return nullptr;
+    }
+    return scalar_forward(kind, self, a, y);
+  }
+  if (compute_operand(y, op, &b) < 0 || check_pair(a, b, op) < 0) return nullptr;
+  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
+  return binary_forward(kind, a, b, op);
 }
 
+PyObject* Add_forward(PyObject* self, PyObject* args) { return tensor_or_number_forward(Binary::Add, self, args); }
+
 PyObject* Add_backward(PyObject* self, PyObject* g) {
-  PyObject* in = saved_inputs(self, 2, "add");
+  const bool scalar = reinterpret_cast<MulOperationObject*>(self)->scalar != nullptr;
+  PyObject* in = saved_inputs(self, scalar ? 1 : 2, "add");
   if (!in) return nullptr;
   Operand go;
   if (cotangent_operand(g, "add", &go) < 0) return nullptr;
   PyObject* a = PyTuple_GET_ITEM(in, 0);
+  if (scalar) {
+    if (!differentiable(a)) return single(Py_NewRef(Py_None));
+    return single(input_gradient(a, reduce_to(go, a, "add"), "add"));
+  }
   PyObject* b = PyTuple_GET_ITEM(in, 1);
   Ref ga, gb;
   if (differentiable(a) && !(ga = Ref::steal(input_gradient(a, reduce_to(go, a, "add"), "add")))) return nullptr;
@@ -86,38 +107,47 @@ PyObject* Add_backward(PyObject* self, PyObject* g) {
 
 // The scalar as the host kernels take it: a double (Float32) or an int64
 // (Int32; out of int64 is out of the Int32 result range too). 0 / -1.
-int scalar_value(DTypeCode dtype, PyObject* s, double* sd, long long* si) {
+int scalar_value(DTypeCode dtype, PyObject* s, const char* op, double* sd, long long* si) {
   if (dtype == DTypeCode::Float32) {
     *sd = PyFloat_AsDouble(s);
     return (*sd == -1.0 && PyErr_Occurred()) ? -1 : 0;
   }
+  Ref i = Ref::steal(PyNumber_Index(s));
+  if (!i) return -1;
   int overflow = 0;
-  *si = PyLong_AsLongLongAndOverflow(s, &overflow);
+  *si = PyLong_AsLongLongAndOverflow(i.get(), &overflow);
   if (*si == -1 && PyErr_Occurred()) return -1;
   if (overflow) {
-    PyErr_SetString(PyExc_OverflowError, "mul(): Int32 result out of range");
+    PyErr_Format(PyExc_OverflowError, "%s(): Int32 result out of range", op);
     return -1;
   }
   return 0;
 }
 
-PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
-  if (!sw::ops::scalar_fits(a.dtype, PyLong_Check(s))) {
-    PyErr_Format(PyExc_TypeError, "mul(): an Int32 tensor multiplies only by an int, not %.100s",
-                 Py_TYPE(s)->tp_name);
+// op(t, number) for mul and add: the number is kept on the node (backward
+// of mul needs it; add's backward looks only at whether it is there).
+PyObject* scalar_forward(Binary kind, PyObject* self, Operand& a, PyObject* s) {
+  const char* op = kind == Binary::Add ? "add" : "mul";
+  if (!sw::ops::scalar_fits(a.dtype, is_int_scalar(s))) {
+    PyErr_Format(PyExc_TypeError, "%s(): an Int32 tensor %s, not %.100s", op,
+                 kind == Binary::Add ? "adds only an int" : "multiplies only by an int", Py_TYPE(s)->tp_name);
     return nullptr;
   }
-  if (ready_operands(&a, nullptr, "mul") < 0) return nullptr;
+  if (ready_operands(&a, nullptr, op) < 0) return nullptr;
   Py_XSETREF(reinterpret_cast<MulOperationObject*>(self)->scalar, Py_NewRef(s));
   sw::Layout out;
-  if (forward_call("mul", [&] { out = sw::ops::unary_out(a.L()); }) < 0) return nullptr;
+  if (forward_call(op, [&] { out = sw::ops::unary_out(a.L()); }) < 0) return nullptr;
   const int64_t n = out.size();
   if (a.host) {
     double sd = 0;
     long long si = 0;
-    if (scalar_value(a.dtype, s, &sd, &si) < 0) return nullptr;
-    return host_forward("mul", a, out,
-                        [&](void* data) { sw::ops::mul_scalar_host(a.dtype, a.at(), a.L().leaves(), sd, si, data, out); });
+    if (scalar_value(a.dtype, s, op, &sd, &si) < 0) return nullptr;
+    return host_forward(op, a, out, [&](void* data) {
+      if (kind == Binary::Add)
+        sw::ops::add_scalar_host(a.dtype, a.at(), a.L().leaves(), sd, si, data, out);
+      else
+        sw::ops::mul_scalar_host(a.dtype, a.at(), a.L().leaves(), sd, si, data, out);
+    });
   }
   std::vector<int64_t> ia;
   if (index_list(a.L().leaves(), ia) < 0) return nullptr;
@@ -126,30 +156,14 @@ PyObject* scalar_forward(PyObject* self, Operand& a, PyObject* s) {
   for (int64_t k = 0; k < n; ++k) {
     Ref va = Ref::steal(get_slot(a, ia[k]));
     if (!va) return nullptr;
-    PyObject* v = PyNumber_Multiply(va.get(), s);
+    PyObject* v = kind == Binary::Add ? PyNumber_Add(va.get(), s) : PyNumber_Multiply(va.get(), s);
     if (!v) return nullptr;
     PyList_SET_ITEM(list.get(), k, v);
   }
   return wrap(carrier_new_like(a.carrier, list.get(), true, nullptr), out, nullptr);
 }
 
-PyObject* Mul_forward(PyObject* self, PyObject* args) {
-  PyObject *x, *y;
-  if (!PyArg_UnpackTuple(args, "mul", 2, 2, &x, &y)) return nullptr;
-  Operand a, b;
-  if (compute_operand(x, "mul", &a) < 0) return nullptr;
-  if (!is_tensor(y)) {
-    if (!is_scalar(y)) {
-      PyErr_Format(PyExc_TypeError, "mul() expects a Tensor or a Python int/float as b, not %.100s",
-                   Py_TYPE(y)->tp_name);
-      return nullptr;
-    }
-    return scalar_forward(self, a, y);
-  }
-  if (compute_operand(y, "mul", &b) < 0 || check_pair(a, b, "mul") < 0) return nullptr;
-  Py_CLEAR(reinterpret_cast<MulOperationObject*>(self)->scalar);
-  return binary_forward(Binary::Mul, a, b, "mul");
-}
+PyObject* Mul_forward(PyObject* self, PyObject* args) { return tensor_or_number_forward(Binary::Mul, self, args); }
 
 // Gradient of x for mul: g * other (other broadcast over g's extents, or the
 // scalar s when other is NULL), summed onto x's gradient layout.
@@ -239,7 +253,8 @@ void Mul_dealloc(PyObject* self) {
 }
 
 PyMethodDef Add_methods[] = {
-    {"_forward", Add_forward, METH_VARARGS, "_forward(a, b): elementwise sum with broadcasting."},
+    {"_forward", Add_forward, METH_VARARGS,
+     "_forward(a, b): elementwise sum with broadcasting; b may be an int or float."},
     {"backward", Add_backward, METH_O, "Passes the cotangent to both inputs (summed over broadcast leaves)."},
     {nullptr, nullptr, 0, nullptr}};
 PyMethodDef Mul_methods[] = {

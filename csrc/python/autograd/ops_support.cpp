@@ -4,6 +4,7 @@
 #include "autograd/graph.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -76,8 +77,11 @@ int compute_operand(PyObject* t, const char* op, Operand* o) {
     const int tiled = tiled_operand(op, o);
     if (tiled < 0) return -1;
     if (!tiled) {
-      PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not a %s carrier", op,
-                   type_name(o->carrier));
+      // The fix depends on the dtype: CPU holds Float32, Int32 and Bool;
+      // Generic holds the rest (Floating, Any) and grows an empty carrier.
+      const char* cls = type_name(o->carrier);
+      PyErr_Format(PyExc_TypeError, "%s() supports CPU and Generic tensors, not %s %s carrier: %s", op, article(cls),
+                   cls, move_fix_hint(o->dtype));
       return -1;
     }
     host_path = PyType_IsSubtype(o->cls, &CPU_Type);
@@ -129,6 +133,17 @@ int saved_operand(PyObject* t, const char* op, Operand* o) {
   std::snprintf(name, sizeof name, "%s backward", op);
   if (view_operand(t, name, o) < 0) return -1;
   o->host = carrier_host_data(o->carrier);
+  return 0;
+}
+
+char numpy_scalar_kind(PyObject* v) {
+  for (PyTypeObject* t = Py_TYPE(v); t; t = t->tp_base) {
+    const char* n = t->tp_name;
+    if (std::strncmp(n, "numpy.", 6) != 0) continue;
+    if (std::strcmp(n + 6, "integer") == 0) return 'i';
+    if (std::strcmp(n + 6, "floating") == 0) return 'f';
+    if (std::strcmp(n + 6, "generic") == 0) return 0;  // bool, complex, strings, dates
+  }
   return 0;
 }
 

@@ -197,11 +197,13 @@ PyObject* grad_layout_object(PyObject* x, const sw::Layout& gl);
 
 // ------------------------------------------------------------ operation types
 
+// MulOperation's and AddOperation's object.
 struct MulOperationObject {
   OperationObject base;
-  PyObject* scalar;  // the Python number of mul(t, number); NULL for mul(a, b)
+  PyObject* scalar;  // the Python number of op(t, number); NULL for op(a, b)
 };
 extern PyTypeObject BroadcastToOperation_Type;
+extern PyTypeObject SliceOperation_Type;
 extern PyTypeObject AddOperation_Type;
 extern PyTypeObject MulOperation_Type;
 extern PyTypeObject ReluOperation_Type;
@@ -218,7 +220,20 @@ int Mul_traverse(PyObject* self, visitproc visit, void* arg);
 int Mul_clear(PyObject* self);
 void Mul_dealloc(PyObject* self);
 
-// A Python int or float (not bool): the scalar operand of mul.
-inline bool is_scalar(PyObject* v) { return (PyLong_Check(v) && !PyBool_Check(v)) || PyFloat_Check(v); }
+// A NumPy integer (kind 'i') or floating (kind 'f') scalar, found by its
+// class names without importing NumPy; 0 for anything else.
+char numpy_scalar_kind(PyObject* v);
+// The number operand of mul and add: a Python int or float (not bool), or
+// a NumPy integer or floating scalar.
+inline bool is_scalar(PyObject* v) {
+  if (PyFloat_Check(v)) return true;
+  if (PyLong_Check(v)) return !PyBool_Check(v);
+  return numpy_scalar_kind(v) != 0;
+}
+// An integer number operand (Python int, not bool, or a NumPy integer).
+inline bool is_int_scalar(PyObject* v) {
+  if (PyLong_Check(v)) return !PyBool_Check(v);
+  return !PyFloat_Check(v) && numpy_scalar_kind(v) == 'i';
+}
 
 }  // namespace swpy::ops

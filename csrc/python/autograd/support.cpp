@@ -23,7 +23,7 @@ bool differentiable(PyObject* tensor) {
   return d && dtype_is_differentiable(d);
 }
 
-PyObject* shape_obj(PyObject* tensor) { return reinterpret_cast<LayoutObject*>(as_tensor(tensor)->layout)->shape; }
+PyObject* shape_obj(PyObject* tensor) { return layout_shape_or_none(as_tensor(tensor)->layout); }
 
 int add_error_context(const char* who, const char* what) {
   std::string at = std::string(who) + what;

@@ -207,8 +207,10 @@ int extension_carrier_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "%s() slots must be non-negative", name);
     return -1;
   }
-  if (!is_dtype(dtype)) {
-    PyErr_Format(PyExc_TypeError, "%s() dtype must be a DType, not %.100s", name, oname(dtype));
+  const int resolved = dtype_resolve(dtype, &dtype);
+  if (resolved < 0) return -1;
+  if (resolved == 0) {
+    PyErr_Format(PyExc_TypeError, "%s() dtype must be a DType (or a NumPy dtype), not %.100s", name, oname(dtype));
     return -1;
   }
   const int idx = sw::definition_storage_index(dtype_code(dtype));

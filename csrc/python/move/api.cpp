@@ -56,10 +56,13 @@ PyObject* elementwise_class() { return reinterpret_cast<PyObject*>(&ElementwiseM
 
 // The validation steps of the spec's table, in order, up to and including
 // the pin check; op_class receives the resolved (or given) operation class.
-int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_class) {
+// fn names the call the user made ("move" or "move_async") in messages.
+int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_class, const char* fn) {
   if (is_tensor(tensor) && tensor_reject_multi(tensor, "move") < 0) return -1;
   if (!is_tensor(tensor)) {
-    PyErr_Format(PyExc_TypeError, "move_async() tensor must be a Tensor, not %.100s", type_name(tensor));
+    PyErr_Format(PyExc_TypeError,
+                 "%s() tensor must be a Tensor, not %.100s (make one from data with strideweave.tensor(data))", fn,
+                 type_name(tensor));
     return -1;
   }
   PyObject* src = as_tensor(tensor)->carrier;
@@ -75,12 +78,11 @@ int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_cl
     return -1;
   }
   if (!is_carrier(dest)) {
-    PyErr_Format(PyExc_TypeError, "move_async() destination must be a Carrier instance, not %.100s",
-                 type_name(dest));
+    PyErr_Format(PyExc_TypeError, "%s() destination must be a Carrier instance, not %.100s", fn, type_name(dest));
     return -1;
   }
   if (dest == src) {
-    PyErr_SetString(PyExc_ValueError, "move_async() destination is the tensor's own carrier; pass another carrier");
+    PyErr_Format(PyExc_ValueError, "%s() destination is the tensor's own carrier; pass another carrier", fn);
     return -1;
   }
   if (carrier_is_released(dest)) {
@@ -312,7 +314,9 @@ int build_job(Submission& s) {
     return -1;
   if (s.session) {
     j->session = Ref::borrow(s.session.get());
-    j->shapes.reset(PyTuple_Pack(1, reinterpret_cast<LayoutObject*>(s.layout())->shape));
+    PyObject* shape = layout_shape(s.layout());
+    if (!shape) return -1;
+    j->shapes.reset(PyTuple_Pack(1, shape));
     if (!j->shapes) return -1;
     j->submit_id = profiler_new_id(s.session.get());
   }
@@ -431,7 +435,9 @@ PyObject* submit_move(PyObject* tensor, PyObject* dest, PyObject* op_instance, P
   s.entry_ns = sw::now_ns();
   PyObject* given = op_instance ? reinterpret_cast<PyObject*>(Py_TYPE(op_instance)) : op_class;
   if (refuse_after_shutdown() < 0) return nullptr;
-  if (validate(tensor, dest, given, &s.cls) < 0 || check_capacity(s) < 0 || take_instance(s) < 0) return nullptr;
+  if (validate(tensor, dest, given, &s.cls, blocking ? "move" : "move_async") < 0 || check_capacity(s) < 0 ||
+      take_instance(s) < 0)
+    return nullptr;
   if (capture_reverse_route(s) < 0) {
     give_back_instance(s);
     return nullptr;

@@ -237,8 +237,8 @@ int check_backward(PyObject* self, PyObject* g) {
   const sw::Layout& src_l = layout_of(m->source_layout);
   const sw::Layout& gl = layout_of(as_tensor(g)->layout);
   if (!(gl.shape() == src_l.shape())) {
-    PyObject* gs = reinterpret_cast<LayoutObject*>(as_tensor(g)->layout)->shape;
-    PyObject* ss = reinterpret_cast<LayoutObject*>(m->source_layout)->shape;
+    PyObject* gs = layout_shape_or_none(as_tensor(g)->layout);
+    PyObject* ss = layout_shape_or_none(m->source_layout);
     PyErr_Format(PyExc_ValueError, "cotangent shape %R does not match the moved tensor's shape %R", gs, ss);
     return -1;
   }

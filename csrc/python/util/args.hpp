@@ -49,6 +49,24 @@ inline int int64_value(PyObject* o, long long* out, const char* what) {
 inline int ns_arg(PyObject* o, void* out) { return int64_value(o, static_cast<long long*>(out), "a time in ns"); }
 
 inline int size_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "size"); }
+
+// The size (slot count) of a new carrier of class cls: as size_arg, and a
+// size that is not an integer (a list of values, an array) is a TypeError
+// that points to strideweave.tensor, which makes a tensor from values.
+inline int carrier_size_arg(PyObject* o, Py_ssize_t* out, const char* cls) {
+  if (ssize_arg(o, out, "size")) return 1;
+  if (!PyErr_ExceptionMatches(PyExc_TypeError) || is_bool(o)) return 0;
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError,
+               "%s() size must be an int (the number of slots), not %.100s; to make a tensor from values use "
+               "strideweave.tensor(data)",
+               cls, Py_TYPE(o)->tp_name);
+  return 0;
+}
+inline int cpu_size_arg(PyObject* o, void* out) { return carrier_size_arg(o, static_cast<Py_ssize_t*>(out), "CPU"); }
+inline int metal_size_arg(PyObject* o, void* out) {
+  return carrier_size_arg(o, static_cast<Py_ssize_t*>(out), "Metal");
+}
 inline int offset_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "offset"); }
 inline int count_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "count"); }
 

@@ -71,6 +71,16 @@ int locate_error(const char* prefix, const char* suffix, const char* note);
 // messages; the public replacement for the private _PyType_Name.
 const char* type_name(PyTypeObject* t);
 inline const char* type_name(PyObject* o) { return type_name(Py_TYPE(o)); }
+// "an" before a name that starts with a vowel ("an Evictable carrier",
+// "an Int32 tensor"), else "a".
+inline const char* article(const char* name) {
+  switch (name[0]) {
+    case 'A': case 'E': case 'I': case 'O': case 'U': case 'a': case 'e': case 'i': case 'o': case 'u':
+      return "an";
+    default:
+      return "a";
+  }
+}
 // Short name of a class object (o must be a type).
 inline const char* class_name(PyObject* cls) { return type_name(reinterpret_cast<PyTypeObject*>(cls)); }
 
