@@ -214,14 +214,15 @@ int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
 }
 
 // A fresh TransferRequest for a validated move.
-PyObject* make_request(PyObject* tensor, PyObject* dest) {
+PyObject* make_request(PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset) {
   if (records_ready() < 0) return nullptr;
   TensorObject* t = as_tensor(tensor);
   Ref span = Ref::steal(PyLong_FromLongLong(layout_of(t->layout).cosize()));
-  if (!span) return nullptr;
-  PyObject* args[7] = {tensor, dest, as_obj(Py_TYPE(t->carrier)), as_obj(Py_TYPE(dest)), t->dtype, t->layout,
-                       span.get()};
-  return PyObject_Vectorcall(g.request_type, args, 7, nullptr);
+  Ref offset = span ? Ref::steal(PyLong_FromSsize_t(dest_offset)) : Ref();
+  if (!offset) return nullptr;
+  PyObject* args[8] = {tensor, dest, as_obj(Py_TYPE(t->carrier)), as_obj(Py_TYPE(dest)), t->dtype, t->layout,
+                       span.get(), offset.get()};
+  return PyObject_Vectorcall(g.request_type, args, 8, nullptr);
 }
 
 // What a route's prepare() returned.
@@ -229,11 +230,11 @@ enum class Prepared { Error, Ready, Declined };
 
 // Runs route.provider.prepare(request) with grad mode off. Ready: *out is the
 // PreparedTransfer; Declined: *out is the Unsupported. Both new references.
-Prepared run_prepare(PyObject* route, PyObject* tensor, PyObject* dest, PyObject** out) {
+Prepared run_prepare(PyObject* route, PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset, PyObject** out) {
   *out = nullptr;
   Ref provider = Ref::steal(field(route, g.name.provider));
   Ref prepare = provider ? Ref::steal(field(provider.get(), g.name.prepare)) : Ref();
-  Ref request = prepare ? Ref::steal(make_request(tensor, dest)) : Ref();
+  Ref request = prepare ? Ref::steal(make_request(tensor, dest, dest_offset)) : Ref();
   if (!request) return Prepared::Error;
   Ref r;
   {
@@ -276,12 +277,13 @@ void raise_declined(PyObject* route, PyObject* u, PyTypeObject* src, PyTypeObjec
   }
 }
 
-int hook_prepare(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allow_fallback, PyObject** prepared) {
+int hook_prepare(PyObject* op_class, PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset, bool allow_fallback,
+                 PyObject** prepared) {
   *prepared = nullptr;
   Ref route = Ref::borrow(PyDict_GetItemWithError(g.route_of, op_class));
   if (!route) return PyErr_Occurred() ? -1 : 0;
   PyObject* out;
-  Prepared p = run_prepare(route.get(), tensor, dest, &out);
+  Prepared p = run_prepare(route.get(), tensor, dest, dest_offset, &out);
   if (p == Prepared::Error) return -1;
   Ref r = Ref::steal(out);
   if (p == Prepared::Ready) {
@@ -379,8 +381,12 @@ PyObject* RouteMove_copy(PyObject* self, PyObject* args) {
       PyErr_Format(PyExc_TypeError, "%s is not the operation of a registered TransferRoute", oname(self));
     return nullptr;
   }
+  // (output names where the span lands: a framework transfer may write into
+  // the middle of the destination)
+  Py_ssize_t dest_offset = 0;
+  if (is_tensor(output) && as_tensor(output)->carrier == dest) dest_offset = as_tensor(output)->offset;
   PyObject* out;
-  Prepared p = run_prepare(route.get(), tensor, dest, &out);
+  Prepared p = run_prepare(route.get(), tensor, dest, dest_offset, &out);
   if (p == Prepared::Error) return nullptr;
   Ref r = Ref::steal(out);
   if (p == Prepared::Declined) {

@@ -50,6 +50,9 @@ struct Request {
     // slab (a primary tile without a buffer lives in the slab); a tile that
     // stops being primary never keeps one.
     Buffer buffer;
+    // The buffer is one the request stages (the binding fills buffer in
+    // once it has it).
+    bool fresh = false;
   };
 
   Kind kind = Kind::Data;

@@ -149,6 +149,7 @@ PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(job_tra
 // child can use the carriers.
 PyObject* mod_after_fork_child(PyObject*, PyObject*) {
   for (void* job : job_tracker().after_fork_child(RunningJob::current())) {
+    if (span_batch_after_fork(job)) continue;
     MoveJob* j = static_cast<MoveJob*>(job);
     // A parent worker may have been replacing the plan at the fork: its
     // memory is not the child's to free, so leak it rather than destroy it.
