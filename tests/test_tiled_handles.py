@@ -92,6 +92,28 @@ def test_completion_from_another_thread_wakes_a_waiter():
     assert sorted(map(str, results)) == ["True", "v"]
 
 
+def test_set_runner_hook_rules():
+    h = _core._await_new("projection")
+    with pytest.raises(TypeError, match="callable or None"):
+        _core._await_set_runner(h, 3)
+    with pytest.raises(TypeError, match="must be an AwaitResult"):
+        _core._await_set_runner(object(), None)
+    calls = []
+    assert _core._await_set_runner(h, lambda: calls.append(1) or _core._await_complete(h, 7)) is True
+    assert h.wait() == 7 and calls == [1]
+    assert h.wait() == 7 and calls == [1]  # run once
+    assert _core._await_set_runner(h, lambda: None) is False  # terminal: nothing kept
+    # a runner that raises: wait() raises it; the next wait blocks as usual
+    h2 = _core._await_new("projection")
+    _core._await_set_runner(h2, lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        h2.wait()
+    with pytest.raises(TimeoutError):
+        h2.wait(timeout=0.01)
+    _core._await_complete(h2, None)
+    assert h2.wait() is None
+
+
 def test_a_completed_handle_holding_a_cycle_is_collected():
     h = _core._await_new("move")
     box = [h]

@@ -69,6 +69,9 @@ using Storage = sw::ext::Storage;
 sw::ext::Registry g_registry;
 
 bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
+// A class that may have a definition: a Python class, or a built-in defined
+// natively (extension_define_native).
+bool definable(PyTypeObject* t) { return is_heap(t) || g_registry.defined(t); }
 
 // cls followed by its Python bases in MRO order, up to the first built-in.
 std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
@@ -108,8 +111,8 @@ int watch(sw::ext::ClassKey cls) {
 // storage or NULL when it is definition-free. 0 / -1.
 int observe_storage(PyTypeObject* cls, const Storage** storage) {
   *storage = nullptr;
-  if (!is_heap(cls)) return 0;  // built-ins never have a definition
   if (g_registry.lookup(cls, storage)) return 0;
+  if (!is_heap(cls)) return 0;  // built-ins have none (unless defined natively: looked up above)
   std::vector<sw::ext::ClassKey> newly;
   if (engine_call([&] { *storage = g_registry.observe(heap_mro(cls), &newly); }) < 0) return -1;
   for (size_t i = 0; i < newly.size(); ++i) {
@@ -175,7 +178,7 @@ PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.Transf
 // ------------------------------------------------------------ route hooks
 
 int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
-  if (!is_heap(src) && !is_heap(dst)) return 0;
+  if (!definable(src) && !definable(dst)) return 0;
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
@@ -193,7 +196,7 @@ int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
 // incoming route seals its source definition-free.
 int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
   *op_class = nullptr;
-  if (!is_heap(src) && !is_heap(dst)) return 0;  // built-in pairs: the legacy registry
+  if (!definable(src) && !definable(dst)) return 0;  // built-in pairs: the legacy registry
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
@@ -619,6 +622,16 @@ int extension_observe_class(PyTypeObject* type) {
     return -1;
   }
   return 0;
+}
+
+int extension_define_native(PyTypeObject* cls) {
+  std::vector<sw::ext::ClassKey> newly;
+  return engine_call([&] {
+    // The handle is the class itself: nothing drives this class's storage
+    // through a provider (its vtable is its own).
+    g_registry.define(cls, Storage{cls, false}, {});
+    g_registry.observe({cls}, &newly);
+  });
 }
 
 int extension_module_init(PyObject* module) {

@@ -125,13 +125,16 @@ class Planner {
   // residency request.
   Refusal read_all(Plan* out) const;
 
- private:
-  // A whole tile between tiers (same footprint): its runs.
+  // The building blocks (also for gradients and dense copies):
+  // a whole tile between places holding the same footprint (full at a base,
+  // or packed), run by run;
   void move_tile(int64_t k, Source from, Place to, int64_t to_base, bool to_packed, Unit* u) const;
-  // Every coordinate of a tile: src association at src_base -> dst
-  // association at dst_base.
+  // every coordinate of a tile: the src association at src_base to the dst
+  // association at dst_base (added when add).
   void copy_tile(int64_t k, Place src, const ModeLeaves& sa, int64_t sb, Place dst, const ModeLeaves& da, int64_t db,
                  bool add, Unit* u) const;
+
+ private:
   const Geometry& g_;
   const Residency& r_;
 };

@@ -3,9 +3,9 @@
 // the backward of mul and relu where it reads a tiled input's values
 // (tiled_mul_grad, tiled_relu_grad, called by their backward).
 //
-// The carrier's _tile_reader(purpose) hands out the values of spans of tiles
-// a chunk at a time (in place when primary-resident in host memory, else
-// through a staging buffer it reuses), the engine kernels compute that
+// The tile reader (ops_tiled.cpp: tile_reader_*) hands out the values of
+// spans of tiles a chunk at a time (in place when primary-resident in host
+// memory, else through a staging buffer it reuses), the engine kernels compute that
 // chunk's part of the result (sw::split_tiles gives every operand's
 // within-tile leaves and per-tile offsets), so the work holds about one tile
 // of values per tiled operand beyond its result. Elementwise results
@@ -41,7 +41,8 @@
 
 #include "autograd/ops_support.hpp"
 #include "autograd/ops_tiled.hpp"
-#include "tile_split.hpp"
+#include "tiled_object.hpp"
+#include "tiled/tile_split.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -57,25 +58,17 @@ namespace {
 // shape, summed over the broadcast coordinates (see tiled_mul_grad).
 enum class Kind { Add, Mul, MulScalar, Relu, Sum, ReluGrad, MulGrad, MulGradSum };
 
-// An int tuple attribute of a TiledEvictable (grid_shape, tile_shape).
-int extents_of(PyObject* te, const char* attr, std::vector<int64_t>* out) {
-  Ref v = Ref::steal(PyObject_GetAttrString(te, attr));
-  if (!v) return -1;
-  Ref items = Ref::steal(PySequence_Tuple(v.get()));
-  if (!items) return -1;
-  out->clear();
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-    const long long e = PyLong_AsLongLong(PyTuple_GET_ITEM(items.get(), i));
-    if (e == -1 && PyErr_Occurred()) return -1;
-    out->push_back(e);
-  }
-  return 0;
+// The direct operations read tiled operands tile by tile unless a test
+// switched that off (tiled_option("dense_only")).
+bool dense_only() {
+  Ref on = Ref::steal(tiled_option("dense_only"));
+  return on && PyObject_IsTrue(on.get()) == 1;
 }
 
 // One distinct TiledEvictable among the operands and its tile reader.
 struct Reader {
   PyObject* te = nullptr;  // borrowed (the operand tensor holds it)
-  Ref reader;
+  TileReader* reader = nullptr;
   // Per tile of the chunk last read: the host address of the span's first
   // slot, and that slot relative to the tile's first slot.
   std::vector<const char*> at;
@@ -146,25 +139,18 @@ bool plan_tiles(Plan* p, const sw::IntTree& shape) {
   std::vector<int64_t> grid, tile;
   for (int i = 0; i < p->nops; ++i) {
     if (!p->ops[i].tiled) continue;
-    std::vector<int64_t> g, t;
-    if (extents_of(p->ops[i].tiled, "grid_shape", &g) < 0 || extents_of(p->ops[i].tiled, "tile_shape", &t) < 0) {
-      PyErr_Clear();
-      return false;
-    }
+    if (!is_tiled(p->ops[i].tiled) || dense_only()) return false;
+    const sw::tiled::Geometry& geo = tiled_state(p->ops[i].tiled).geom;
+    if (geo.kind() != sw::tiled::GeometryKind::Tiles) return false;  // bands assume contiguous tile-major tiles
+    const std::vector<int64_t>& g = geo.grid();
+    const std::vector<int64_t>& t = geo.tile();
     if (!grid.empty() && (g != grid || t != tile)) return false;
     grid = g, tile = t;
     int r = -1;
     for (size_t j = 0; j < p->readers.size(); ++j)
       if (p->readers[j].te == p->ops[i].tiled) r = static_cast<int>(j);
     if (r < 0) {
-      // A class whose _tile_reader is None opts out (measurements compare
-      // the dense path with it).
-      Ref hook = Ref::steal(PyObject_GetAttrString(p->ops[i].tiled, "_tile_reader"));
-      if (!hook || hook.get() == Py_None) {
-        PyErr_Clear();
-        return false;
-      }
-      p->readers.push_back(Reader{p->ops[i].tiled, Ref(), {}, {}});
+      p->readers.push_back(Reader{p->ops[i].tiled, nullptr, {}, {}});
       r = static_cast<int>(p->readers.size()) - 1;
     }
     p->reader_of[i] = r;
@@ -237,8 +223,7 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
     return false;
   }
   // The result: the primary's class (both operands compute in it).
-  p->like = Ref::steal(PyObject_GetAttrString(p->readers[0].te, "primary"));
-  if (!p->like) return false;
+  p->like = Ref::borrow(tiled_primary(p->readers[0].te));
   p->host_like = PyObject_TypeCheck(p->like.get(), &CPU_Type);
   p->out_dtype = a.dtype;
   p->out_slots = p->out.size();
@@ -247,42 +232,12 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
 // One chunk of reads from reader r: spans[j] = (k, first, count) of tile
 // k (slots relative to its first slot); r.at[k] / r.first[k] are set. last
 // says these are the tiles' last reads (their transfers end).
-int read_spans(const Plan& p, Reader& r, const std::vector<std::array<int64_t, 3>>& spans, bool last) {
-  const char* name = p.name;
-  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(spans.size())));
-  if (!list) return -1;
+int read_spans(const Plan& p, Reader& r, const std::vector<std::array<int64_t, 3>>& spans) {
+  std::vector<const char*> at;
+  if (tile_reader_read(r.reader, spans, &at) < 0) return autograd::add_error_context(p.name, p.what());
   for (size_t j = 0; j < spans.size(); ++j) {
-    PyObject* t = Py_BuildValue("(LLLO)", static_cast<long long>(spans[j][0]), static_cast<long long>(spans[j][1]),
-                                static_cast<long long>(spans[j][2]), last ? Py_True : Py_False);
-    if (!t) return -1;
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(j), t);
-  }
-  Ref got = Ref::steal(call_hook(name, p.what(), r.reader.get(), "tiles", list.get()));
-  if (!got) return -1;
-  if (!PyList_Check(got.get()) || PyList_GET_SIZE(got.get()) != static_cast<Py_ssize_t>(spans.size())) {
-    PyErr_Format(PyExc_TypeError, "%s%sthe tile reader must give one (carrier, offset) per span", name, p.what());
-    return -1;
-  }
-  for (size_t j = 0; j < spans.size(); ++j) {
-    PyObject* pair = PyList_GET_ITEM(got.get(), static_cast<Py_ssize_t>(j));
-    PyObject *c, *off;
-    if (!PyTuple_Check(pair) || !PyArg_UnpackTuple(pair, "tiles", 2, 2, &c, &off) || !is_carrier(c)) {
-      if (!PyErr_Occurred())
-        PyErr_Format(PyExc_TypeError, "%s%sthe tile reader must give (carrier, offset) pairs", name, p.what());
-      return -1;
-    }
-    const Py_ssize_t o = PyLong_AsSsize_t(off);
-    if (o == -1 && PyErr_Occurred()) return -1;
-    const void* data = Py_TYPE(c) == &CPU_Type ? carrier_host_data(c) : nullptr;
-    const Py_ssize_t n = data ? carrier_size(c) : -1;
-    if (!data || o < 0 || n < 0 || o > n || n - o < spans[j][2]) {
-      if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "%s%stile %lld of the TiledEvictable has no CPU host storage", name,
-                     p.what(), static_cast<long long>(spans[j][0]));
-      return -1;
-    }
     const size_t k = static_cast<size_t>(spans[j][0]);
-    r.at[k] = static_cast<const char*>(data) + static_cast<size_t>(o) * sizeof(float);  // both kernel dtypes: 4 bytes
+    r.at[k] = at[j];
     r.first[k] = spans[j][1];
   }
   return 0;
@@ -436,7 +391,7 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
         ++k1;
       }
       for (size_t r = 0; r < p.readers.size(); ++r)
-        if (read_spans(p, p.readers[r], per[r], b == bands.count - 1) < 0) return nullptr;
+        if (read_spans(p, p.readers[r], per[r]) < 0) return nullptr;
       for (int64_t sb = 0; sb < bands.subs; ++sb) {
         for (size_t k = k0; k < k1; ++k) {
           const auto at = [&](int i) -> const void* {
@@ -505,13 +460,8 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   if (p.kind == Kind::MulScalar) Py_XSETREF(reinterpret_cast<MulOperationObject*>(op)->scalar, Py_NewRef(p.scalar));
   else if (p.kind == Kind::Mul) Py_CLEAR(reinterpret_cast<MulOperationObject*>(op)->scalar);
   if (!p.host_like) {
-    result = Ref::steal(call_hook(p.name, p.what(), p.readers[0].reader.get(), "as_primary", result.get()));
+    result = Ref::steal(tile_reader_as_primary(p.readers[0].reader, result.get()));
     if (!result) return nullptr;
-    if (!is_carrier(result.get()) || Py_TYPE(result.get()) != Py_TYPE(p.like.get())) {
-      PyErr_Format(PyExc_TypeError, "%s%sthe tile reader's as_primary() must return a %s carrier", p.name, p.what(),
-                   type_name(p.like.get()));
-      return nullptr;
-    }
   }
   return wrap(result.release(), p.out, p.out_obj);
 }
@@ -525,8 +475,7 @@ int close_readers(Plan& p, bool ok) {
     if (!r.reader) continue;
     std::optional<ErrorGuard> keep;
     if (!ok) keep.emplace();
-    Ref res = Ref::steal(PyObject_CallMethod(r.reader.get(), "close", "O", ok && rc == 0 ? Py_True : Py_False));
-    if (!res) {
+    if (tile_reader_close(r.reader, ok && rc == 0) < 0) {
       if (ok && rc == 0) {
         autograd::add_error_context(p.name, p.what());
         rc = -1;
@@ -534,7 +483,7 @@ int close_readers(Plan& p, bool ok) {
         PyErr_Clear();
       }
     }
-    r.reader.reset();
+    r.reader = nullptr;
   }
   return rc;
 }
@@ -544,11 +493,10 @@ int close_readers(Plan& p, bool ok) {
 // with the exception set.
 void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
   result->reset();
-  Ref why = Ref::steal(PyUnicode_FromString(purpose));
-  if (!why) return;
   for (Reader& r : p.readers) {
-    r.reader = Ref::steal(call_hook(p.name, p.what(), r.te, "_tile_reader", why.get()));
+    r.reader = tile_reader_open(r.te, purpose);
     if (!r.reader) {
+      autograd::add_error_context(p.name, p.what());
       close_readers(p, false);
       return;
     }
@@ -564,10 +512,9 @@ void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
 int saved_tiled(PyObject* t, const char* op, Operand* o) {
   if (saved_operand(t, op, o) < 0) return -1;
   if (o->host || !is_tiled_carrier(o->carrier)) return 0;
-  Ref primary = Ref::steal(PyObject_GetAttrString(o->carrier, "primary"));
-  if (!primary) return autograd::add_error_context(op, " backward: ");
+  if (tiled_check_live(o->carrier) < 0) return autograd::add_error_context(op, " backward: ");
   o->tiled = o->carrier;
-  o->cls = Py_TYPE(primary.get());
+  o->cls = tiled_primary_class(o->carrier);
   // The kernels read Float32 host values (a CPU-class primary's, staged as needed).
   return o->dtype == DTypeCode::Float32 && PyType_IsSubtype(o->cls, &CPU_Type) ? 1 : 0;
 }

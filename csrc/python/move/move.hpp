@@ -159,5 +159,10 @@ class SpanBatch {
 // returns). 0 / -1 with RuntimeError (shutdown began, no worker): nothing
 // ran and done is not called.
 int span_batch_start(std::shared_ptr<SpanBatch> b, PyObject* handle);
+// Runs every unit of b on this thread, in order (native ones with the GIL
+// released), untracked and unprofiled, and without the terminal callback:
+// the framework's synchronous transfers (a slot write's promotion, a policy
+// eviction at commit). 0 / -1 with the first failure raised.
+int span_batch_run_here(SpanBatch& b);
 
 }  // namespace swpy

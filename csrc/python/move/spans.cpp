@@ -496,6 +496,37 @@ int span_batch_start(std::shared_ptr<SpanBatch> sb, PyObject* handle) {
   return 0;
 }
 
+int span_batch_run_here(SpanBatch& sb) {
+  Impl& b = *sb.impl;
+  for (auto& u : b.units) {
+    int64_t bytes = 0;
+    std::vector<std::function<void()>> steps;
+    bool all = true;
+    for (const SpanCopy& c : u->copies) {
+      std::function<void()> st = native_step(c, &bytes);
+      if (!st) {
+        all = false;
+        break;
+      }
+      steps.push_back(std::move(st));
+    }
+    if (all) {
+      u->native = std::move(steps);
+      std::exception_ptr e;
+      if (bytes > move_internal::kLockedCopyBytes) {
+        GilRelease unlocked;
+        e = run_native_unit(*u);
+      } else {
+        e = run_native_unit(*u);
+      }
+      if (e) return raise_engine_exception(e);
+    } else if (run_python_unit(b, *u) < 0) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
 namespace move_internal {
 
 bool span_batch_after_fork(void* job) {
