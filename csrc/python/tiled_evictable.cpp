@@ -489,27 +489,26 @@ PyObject* get_policy(PyObject* self, void*) {
   return Py_NewRef(S(self).policy ? S(self).policy.get() : Py_None);
 }
 
-// The TileSet of the tiles where pred holds.
+// The TileSet of the tiles whose (location, dirty) satisfy pred.
 template <class Pred>
 PyObject* tiles_where(PyObject* self, Pred pred) {
   if (live_or_raise(self) < 0) return nullptr;
   TiledState& s = S(self);
   std::vector<int64_t> ks;
-  for (int64_t k = 0; k < s.geom.tiles(); ++k)
-    if (pred(s.res, k)) ks.push_back(k);
+  if (engine_call([&] { ks = s.res.where(pred); }) < 0) return nullptr;
   return tiled_tile_set(s.geom, ks);
 }
 PyObject* get_primary_tiles(PyObject* self, void*) {
-  return tiles_where(self, [](const T::Residency& r, int64_t k) { return r.location(k) == T::Location::Primary; });
+  return tiles_where(self, [](T::Location l, bool) { return l == T::Location::Primary; });
 }
 PyObject* get_secondary_tiles(PyObject* self, void*) {
-  return tiles_where(self, [](const T::Residency& r, int64_t k) { return r.location(k) == T::Location::Secondary; });
+  return tiles_where(self, [](T::Location l, bool) { return l == T::Location::Secondary; });
 }
 PyObject* get_valid_tiles(PyObject* self, void*) {
-  return tiles_where(self, [](const T::Residency& r, int64_t k) { return r.valid(k); });
+  return tiles_where(self, [](T::Location l, bool) { return l != T::Location::Invalid; });
 }
 PyObject* get_dirty_tiles(PyObject* self, void*) {
-  return tiles_where(self, [](const T::Residency& r, int64_t k) { return r.dirty(k); });
+  return tiles_where(self, [](T::Location, bool dirty) { return dirty; });
 }
 
 PyObject* TiledEvictable_tile_state(PyObject* self, PyObject* t) {

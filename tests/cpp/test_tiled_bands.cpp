@@ -181,3 +181,28 @@ TEST(TiledBands, SummedGradientsKeepTheDenseOrderOnlyInOneDirection) {
   EXPECT_TRUE(sw::tiled::tile_order_sums(grad_work(shared)));
   EXPECT_FALSE(sw::tiled::tile_order_sums(grad_work(one)));
 }
+
+TEST(TiledBands, TilesOfOneSlotRunToo) {
+  // tile_shape all ones: no within-tile leaf (this crashed the loop)
+  for (const auto& [grid, tile] : {std::make_pair(std::vector<int64_t>{2}, std::vector<int64_t>{1}),
+                                   std::make_pair(std::vector<int64_t>{3, 2}, std::vector<int64_t>{1, 1})}) {
+    const Layout full = tiles_layout(grid, tile);
+    std::vector<float> x(static_cast<size_t>(full.size()));
+    std::iota(x.begin(), x.end(), -1.0f);
+    for (BandKind kind : {BandKind::Relu, BandKind::Sum}) {
+      BandWork w = work(kind, grid, tile);
+      w.ops.push_back({full, true, 0, 0, nullptr});
+      w.out = kind == BandKind::Sum ? sw::compact(IntTree::node({})) : sw::compact(full.shape());
+      w.out_slots = w.out.size();
+      ASSERT_TRUE(sw::tiled::plan_bands(w, full.shape()));
+      std::vector<float> got(x.size() + 1, -7.0f);
+      Source src{&x, 1};
+      ASSERT_TRUE(sw::tiled::run_bands(w, got.data(), std::ref(src)));
+      if (kind == BandKind::Sum) {
+        EXPECT_EQ(got[0], std::accumulate(x.begin(), x.end(), 0.0f));
+      } else {
+        for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], std::max(x[i], 0.0f));
+      }
+    }
+  }
+}

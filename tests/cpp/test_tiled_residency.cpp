@@ -186,3 +186,35 @@ TEST(TiledResidency, LargeRequestsAreLinear) {
   EXPECT_LT(s, 1.0);
   EXPECT_EQ(r.count(Location::Secondary), 1 << 16);
 }
+
+TEST(TiledResidency, StateIsPagedAndAHugeGridCostsNothingUntilTouched) {
+  Residency r;
+  const int64_t n = int64_t(1) << 31;
+  const auto t0 = std::chrono::steady_clock::now();
+  r.reset(n, Location::Implicit, false);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
+  EXPECT_EQ(r.location(n - 1), Location::Implicit);
+  r.set(n - 1, Location::Primary, true, nullptr, nullptr);  // one page allocated
+  r.set(5, Location::Primary, false, nullptr, nullptr);
+  EXPECT_EQ(r.location(n - 1), Location::Primary);
+  EXPECT_EQ(r.location(n - 2), Location::Implicit);
+  EXPECT_EQ(r.where([](Location l, bool) { return l == Location::Primary; }), (std::vector<int64_t>{5, n - 1}));
+  EXPECT_EQ(r.where([](Location, bool d) { return d; }), std::vector<int64_t>{n - 1});
+  Request req;
+  req.reads = {n - 3};
+  r.register_request(req);
+  EXPECT_TRUE(r.busy(n - 3));
+  r.unregister(req);
+  EXPECT_FALSE(r.busy(n - 3));
+}
+
+TEST(TiledResidency, WhereReadsUntouchedPagesAsTheirStartingState) {
+  Residency r;
+  r.reset(Residency::kPageTiles * 2 + 3, Location::Secondary, false);
+  r.set(1, Location::Primary, true, nullptr, nullptr);
+  const auto sec = r.where([](Location l, bool) { return l == Location::Secondary; });
+  EXPECT_EQ(static_cast<int64_t>(sec.size()), Residency::kPageTiles * 2 + 2);
+  EXPECT_EQ(sec.back(), Residency::kPageTiles * 2 + 2);
+  r.reset(10, Location::Invalid, false);
+  EXPECT_EQ(r.first_invalid_all(), 0);
+}

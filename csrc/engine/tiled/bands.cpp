@@ -87,6 +87,10 @@ bool plan_bands(BandWork& w, const IntTree& shape) {
   std::optional<TileSplit> split = split_tiles(layouts, w.tile, w.grid);
   if (!split) return false;
   w.split = std::move(*split);
+  // A tile of one slot per mode (tile_shape all ones) has no within-tile
+  // leaf: one of extent 1 stands for it (the bands index a leaf).
+  for (K::Leaves& l : w.split.leaves)
+    if (l.empty()) l.push_back({1, 0});
   w.T = 1;
   for (int64_t e : w.tile) w.T *= e;
   // Every tiled operand's tile k lies in carrier tile k (the footprint rule

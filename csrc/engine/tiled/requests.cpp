@@ -165,10 +165,8 @@ Refusal Planner::residency(const std::vector<int64_t>& tiles, bool promote, Plan
 
 Refusal Planner::flush(const std::vector<int64_t>& tiles, bool all_tiles, Plan* out) const {
   std::vector<int64_t> all;
-  if (all_tiles) {
-    for (int64_t k = 0; k < r_.tiles() && r_.dirty_count(); ++k)
-      if (r_.dirty(k)) all.push_back(k);
-  }
+  if (all_tiles && r_.dirty_count())
+    all = r_.where([](Location l, bool dirty) { return l == Location::Primary && dirty; });
   const std::vector<int64_t>& ts = all_tiles ? all : tiles;
   for (int64_t k : ts)
     if (r_.busy(k)) return {Rule::Busy, k};

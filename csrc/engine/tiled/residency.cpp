@@ -1,6 +1,7 @@
 // Residency state and request registration (residency.hpp).
 #include "tiled/residency.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sw::tiled {
@@ -17,7 +18,10 @@ const char* to_string(Location l) {
 
 void Residency::reset(int64_t n, Location loc, bool dirty) {
   if (n < 0) throw std::invalid_argument("a negative tile count");
-  state_.assign(static_cast<size_t>(n), static_cast<uint8_t>(static_cast<uint8_t>(loc) | (dirty ? kDirty : 0)));
+  tiles_ = n;
+  fill_ = static_cast<uint8_t>(static_cast<uint8_t>(loc) | (dirty ? kDirty : 0));
+  pages_.clear();
+  pages_.resize(static_cast<size_t>((n + kPageTiles - 1) >> kPageBits));
   for (int64_t& c : count_) c = 0;
   count_[static_cast<int>(loc)] = n;
   dirty_count_ = dirty ? n : 0;
@@ -27,6 +31,15 @@ void Residency::reset(int64_t n, Location loc, bool dirty) {
   retained_.clear();
   deferred_.clear();
   all_readers_ = residency_writes_ = pending_ = 0;
+}
+
+uint8_t& Residency::slot(int64_t k) {
+  auto& page = pages_[static_cast<size_t>(k >> kPageBits)];
+  if (!page) {
+    page.reset(new uint8_t[kPageTiles]);
+    std::fill(page.get(), page.get() + kPageTiles, fill_);
+  }
+  return page[static_cast<size_t>(k & (kPageTiles - 1))];
 }
 
 Buffer Residency::buffer(int64_t k) const {
@@ -42,11 +55,12 @@ std::vector<Buffer> Residency::buffers() const {
 }
 
 void Residency::set(int64_t k, Location loc, bool dirty, Buffer buffer, std::vector<Buffer>* freed) {
-  const uint8_t s = state_[k];
+  uint8_t& b = slot(k);
+  const uint8_t s = b;
   --count_[s & kLoc];
   ++count_[static_cast<int>(loc)];
   dirty_count_ += (dirty ? 1 : 0) - ((s & kDirty) ? 1 : 0);
-  state_[k] = static_cast<uint8_t>((s & kBusy) | static_cast<uint8_t>(loc) | (dirty ? kDirty : 0));
+  b = static_cast<uint8_t>((s & kBusy) | static_cast<uint8_t>(loc) | (dirty ? kDirty : 0));
   if (loc != Location::Primary) buffer = nullptr;
   auto it = buffers_.find(k);
   Buffer old = it == buffers_.end() ? nullptr : it->second;
@@ -64,7 +78,7 @@ int64_t Residency::readers(int64_t k) const {
 }
 
 const Request* Residency::writer(int64_t k) const {
-  if (!(state_[k] & kBusy)) return nullptr;
+  if (!(byte(k) & kBusy)) return nullptr;
   auto it = writers_.find(k);
   return it == writers_.end() ? nullptr : it->second;
 }
@@ -103,14 +117,23 @@ int64_t Residency::first_invalid(const std::vector<int64_t>& tiles) const {
 
 int64_t Residency::first_invalid_all() const {
   if (!count(Location::Invalid)) return -1;
-  for (int64_t k = 0; k < tiles(); ++k)
-    if (!valid(k)) return k;
+  for (size_t p = 0; p < pages_.size(); ++p) {
+    const int64_t first = static_cast<int64_t>(p) << kPageBits;
+    if (!pages_[p]) {
+      if ((fill_ & kLoc) == static_cast<uint8_t>(Location::Invalid)) return first;
+      continue;
+    }
+    const int64_t n = std::min(kPageTiles, tiles_ - first);
+    for (int64_t i = 0; i < n; ++i)
+      if ((pages_[p][static_cast<size_t>(i)] & kLoc) == static_cast<uint8_t>(Location::Invalid)) return first + i;
+  }
   return -1;
 }
 
 void Residency::refresh_busy(int64_t k) {
   const bool b = readers_.count(k) || writers_.count(k);
-  state_[k] = static_cast<uint8_t>(b ? (state_[k] | kBusy) : (state_[k] & ~kBusy));
+  uint8_t& s = slot(k);
+  s = static_cast<uint8_t>(b ? (s | kBusy) : (s & ~kBusy));
 }
 
 void Residency::register_request(Request& r) {
@@ -118,11 +141,11 @@ void Residency::register_request(Request& r) {
   if (r.reads_all) ++all_readers_;
   for (int64_t k : r.reads) {
     ++readers_[k];
-    state_[k] |= kBusy;
+    slot(k) |= kBusy;
   }
   for (int64_t k : r.writes) {
     writers_[k] = &r;
-    state_[k] |= kBusy;
+    slot(k) |= kBusy;
   }
   if (r.kind == Request::Kind::Residency) residency_writes_ += static_cast<int64_t>(r.writes.size());
   for (int64_t k : r.retains) ++retained_[k];
@@ -175,8 +198,8 @@ std::vector<int64_t> Residency::take_ready_deferred() {
 }
 
 void Residency::forget_requests() {
-  for (const auto& [k, n] : readers_) state_[k] &= static_cast<uint8_t>(~kBusy);
-  for (const auto& [k, r] : writers_) state_[k] &= static_cast<uint8_t>(~kBusy);
+  for (const auto& [k, n] : readers_) slot(k) &= static_cast<uint8_t>(~kBusy);
+  for (const auto& [k, r] : writers_) slot(k) &= static_cast<uint8_t>(~kBusy);
   readers_.clear();
   writers_.clear();
   retained_.clear();

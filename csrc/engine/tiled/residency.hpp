@@ -2,11 +2,13 @@
 // whether it is dirty, which private primary buffer holds it, and the
 // pending requests that read or change tiles.
 //
-// One byte per tile (location, dirty, busy, buffered); everything else is
-// kept only for tiles that need it (buffers of primary tiles outside the
-// slab, counts of pending readers, the request changing a tile, retains and
-// deferred evictions of residency policies), so a carrier of 2^24 tiles
-// costs 16 MiB of state and nothing per tile beyond that.
+// One byte per tile (location, dirty, busy), in pages of kPageTiles tiles
+// allocated when a tile of the page first changes (until then the page reads
+// as the state every tile started in); everything else is kept only for
+// tiles that need it (buffers of primary tiles outside the slab, counts of
+// pending readers, the request changing a tile, retains and deferred
+// evictions of residency policies). A carrier of 2^24 tiles costs at most
+// 16 MiB of state, and constructing one of 2^31 tiles allocates none.
 //
 // Rules (tiled-carrier-composition):
 // - A request registers the tiles it reads, the tiles whose residency it
@@ -25,8 +27,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
+#include <algorithm>
 #include <vector>
 
 namespace sw::tiled {
@@ -66,12 +70,15 @@ struct Request {
 
 class Residency {
  public:
+  static constexpr int kPageBits = 16;
+  static constexpr int64_t kPageTiles = int64_t(1) << kPageBits;
+
   // n tiles, every one at loc with dirty; no buffers, no requests.
   void reset(int64_t n, Location loc, bool dirty);
-  int64_t tiles() const { return static_cast<int64_t>(state_.size()); }
+  int64_t tiles() const { return tiles_; }
 
-  Location location(int64_t k) const { return static_cast<Location>(state_[k] & kLoc); }
-  bool dirty(int64_t k) const { return state_[k] & kDirty; }
+  Location location(int64_t k) const { return static_cast<Location>(byte(k) & kLoc); }
+  bool dirty(int64_t k) const { return byte(k) & kDirty; }
   bool valid(int64_t k) const { return location(k) != Location::Invalid; }
   // Tile k's private primary buffer (null: in the slab, or not primary).
   Buffer buffer(int64_t k) const;
@@ -89,7 +96,7 @@ class Residency {
   // ------------------------------------------------------------ requests
   int64_t pending() const { return pending_; }
   // A pending request reads tile k or changes its residency.
-  bool busy(int64_t k) const { return all_readers_ > 0 || (state_[k] & kBusy); }
+  bool busy(int64_t k) const { return all_readers_ > 0 || (byte(k) & kBusy); }
   int64_t readers(int64_t k) const;
   // The pending request changing tile k, or null.
   const Request* writer(int64_t k) const;
@@ -128,11 +135,39 @@ class Residency {
   // with them), the tiles stay as they were.
   void forget_requests();
 
+  // The tiles whose location and dirtiness satisfy pred(loc, dirty), in
+  // order (a page no tile of which changed is decided once).
+  template <class Pred>
+  std::vector<int64_t> where(Pred pred) const {
+    std::vector<int64_t> out;
+    for (size_t p = 0; p < pages_.size(); ++p) {
+      const int64_t first = static_cast<int64_t>(p) << kPageBits;
+      const int64_t n = std::min(kPageTiles, tiles_ - first);
+      if (!pages_[p]) {
+        if (pred(static_cast<Location>(fill_ & kLoc), (fill_ & kDirty) != 0))
+          for (int64_t i = 0; i < n; ++i) out.push_back(first + i);
+        continue;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t b = pages_[p][static_cast<size_t>(i)];
+        if (pred(static_cast<Location>(b & kLoc), (b & kDirty) != 0)) out.push_back(first + i);
+      }
+    }
+    return out;
+  }
+
  private:
   static constexpr uint8_t kLoc = 0x3, kDirty = 0x4, kBusy = 0x8;
   void refresh_busy(int64_t k);
+  uint8_t byte(int64_t k) const {
+    const auto& page = pages_[static_cast<size_t>(k >> kPageBits)];
+    return page ? page[static_cast<size_t>(k & (kPageTiles - 1))] : fill_;
+  }
+  uint8_t& slot(int64_t k);
 
-  std::vector<uint8_t> state_;
+  int64_t tiles_ = 0;
+  uint8_t fill_ = 0;  // the state of every tile of a page not yet allocated
+  std::vector<std::unique_ptr<uint8_t[]>> pages_;
   int64_t count_[4] = {0, 0, 0, 0};
   int64_t dirty_count_ = 0;
   std::unordered_map<int64_t, Buffer> buffers_;
