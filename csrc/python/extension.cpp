@@ -128,18 +128,15 @@ int observe_storage(PyTypeObject* cls, const Storage** storage) {
 const char* permits(const Storage* storage) { return sw::ext::fallback_stance(storage); }
 
 
-// The record classes, importing extension.py on first use if it has not
-// handed them over yet (it always has once strideweave is imported). 0 / -1.
+// The record classes, which strideweave.carriers.extension hands over when
+// `import strideweave` imports it (the native core imports nothing from
+// strideweave.carriers). 0 / -1.
 int records_ready() {
   if (g.route_type) return 0;
-  PyObject* m = PyImport_ImportModule("strideweave.carriers.extension");
-  Py_XDECREF(m);
-  if (!m) return -1;
-  if (!g.route_type) {
-    PyErr_SetString(PyExc_RuntimeError, "strideweave.carriers.extension did not install its records");
-    return -1;
-  }
-  return 0;
+  PyErr_SetString(PyExc_RuntimeError,
+                  "the carrier extension records are not installed (strideweave.carriers.extension installs them "
+                  "when `import strideweave` runs)");
+  return -1;
 }
 
 // getattr(o, name) as a new reference.

@@ -102,9 +102,12 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
                  T::tuple_text(s.geom.coordinate(k)).c_str());
     return nullptr;
   }
-  ++s.reading;  // a buffer freed meanwhile is not reused before this read ends
+  ++s.reading;  // a buffer freed (or the slab emptied) meanwhile stays until this read ends
   PyObject* v = carrier_get(home.get(), at);
-  --s.reading;
+  if (--s.reading == 0 && (!s.doomed.empty() || (s.slab && !s.res.slab_tiles()))) {
+    ErrorGuard keep;
+    tiled_after_request(self);
+  }
   return v;
 }
 

@@ -31,6 +31,7 @@ struct TiledRequest {
   sw::tiled::Plan plan;
   std::vector<std::pair<int64_t, PyObject*>> fresh;  // staged buffers (owned) by tile
   std::vector<bool> fresh_zero;                      // each known zero-filled
+  std::unordered_map<int64_t, size_t> fresh_at;      // tile -> its index in fresh
   std::vector<std::pair<Ref, int64_t>> claims;      // carriers this request claimed
   std::vector<std::pair<PyObject*, int64_t>> access; // other owners' carriers its copies write
   Ref target, compact, out;                          // Place::Target, Compact, Out
@@ -38,6 +39,14 @@ struct TiledRequest {
   std::function<PyObject*()> result;                 // the handle's value, at commit
   std::vector<Ref> keep;                             // what result() uses (borrowed there)
   Ref handle;                                        // the request's AwaitResult
+
+  // The staged buffer of tile k, or NULL.
+  PyObject* fresh_of(int64_t k, bool* zero = nullptr) const {
+    auto it = fresh_at.find(k);
+    if (it == fresh_at.end()) return nullptr;
+    if (zero) *zero = fresh_zero[it->second];
+    return fresh[it->second].second;
+  }
 };
 
 // Everything a live TiledEvictable holds. Every carrier in it is claimed
@@ -135,6 +144,10 @@ PyObject* tiled_zero(sw::DTypeCode dtype);
 // Copies n slots from src to dst (slot 0 of each) on this thread through
 // their route, with req's owner access. 0 / -1.
 int tiled_copy_here(TiledRequest* req, PyObject* src, PyObject* dst, Py_ssize_t n);
+// What follows any request or slot read: the policy evictions it deferred
+// once nothing needs their tiles, the slab once no tile lives in it, the
+// buffers freed during slot reads (none of it while a read is running).
+void tiled_after_request(PyObject* te);
 // A fresh TiledEvictable of te's geometry and tier classes: every tile
 // implicit zero (implicit) or invalid, no storage yet.
 PyObject* tiled_fresh(PyObject* te, bool implicit);

@@ -2,6 +2,7 @@
 #include "tiled/requests.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace sw::tiled {
 
@@ -258,13 +259,13 @@ Refusal Planner::assign(const std::vector<int64_t>& tiles, const Association& w,
 }
 
 void Planner::policy(const std::vector<int64_t>& promote, const std::vector<int64_t>& retain, Plan* out) const {
+  std::unordered_set<int64_t> planned(out->reg.writes.begin(), out->reg.writes.end());
   for (int64_t k : promote) {
     const Location loc = r_.location(k);
     if (loc != Location::Secondary && loc != Location::Implicit) continue;
     // A tile another pending request changes is its business; one this
     // request already changes is planned.
-    if (r_.writer(k) || std::find(out->reg.writes.begin(), out->reg.writes.end(), k) != out->reg.writes.end())
-      continue;
+    if (r_.writer(k) || !planned.insert(k).second) continue;
     out->reg.writes.push_back(k);
     out->fresh.push_back(k);
     out->reg.changes.push_back({k, Location::Primary, loc == Location::Implicit, nullptr, true});

@@ -166,11 +166,10 @@ PyObject* tiled_tile_set(const T::Geometry& g, const std::vector<int64_t>& ks) {
 }
 
 namespace {
-
-// Every change of the state after a request: deferred policy evictions, the
-// slab once empty, buffers freed during slot reads.
 int evict_now(PyObject* te, int64_t k);
-void after_request(PyObject* te) {
+}  // namespace
+
+void tiled_after_request(PyObject* te) {
   TiledState& s = S(te);
   for (int64_t k : s.res.take_ready_deferred()) {
     if (s.released || s.res.location(k) != T::Location::Primary) continue;
@@ -178,7 +177,9 @@ void after_request(PyObject* te) {
   }
   if (s.pending.empty() && !s.reading)
     for (PyObject* b : std::exchange(s.doomed, {})) tiled_drop(s, b);
-  if (s.slab && !s.released && s.res.slab_tiles() == 0 && s.pending.empty()) {
+  // (a slot read in progress may be reading the slab or a freed buffer:
+  // they go once it is over)
+  if (s.slab && !s.released && !s.reading && s.res.slab_tiles() == 0 && s.pending.empty()) {
     if (s.proto.get() == s.slab.get()) {
       // The constructor's primary was the slab: an empty carrier of its
       // class takes its place as the primary.
@@ -193,6 +194,8 @@ void after_request(PyObject* te) {
   }
 }
 
+namespace {
+
 // ------------------------------------------------------------ requests
 
 PyObject* place_carrier(TiledRequest* req, T::Place p, int64_t tile) {
@@ -201,10 +204,7 @@ PyObject* place_carrier(TiledRequest* req, T::Place p, int64_t tile) {
     case T::Place::Secondary: return s.secondary.get();
     case T::Place::Slab: return s.slab.get();
     case T::Place::Buffer: return static_cast<PyObject*>(s.res.buffer(tile));
-    case T::Place::Fresh:
-      for (auto& f : req->fresh)
-        if (f.first == tile) return f.second;
-      return nullptr;
+    case T::Place::Fresh: return req->fresh_of(tile);
     case T::Place::Zeros: return s.zeros.get();
     case T::Place::Target: return req->target.get();
     case T::Place::Compact: return req->compact.get();
@@ -214,9 +214,9 @@ PyObject* place_carrier(TiledRequest* req, T::Place p, int64_t tile) {
 }
 
 bool fresh_zero(TiledRequest* req, int64_t tile) {
-  for (size_t i = 0; i < req->fresh.size(); ++i)
-    if (req->fresh[i].first == tile) return req->fresh_zero[i];
-  return false;
+  bool zero = false;
+  req->fresh_of(tile, &zero);
+  return zero;
 }
 
 sw::Layout leaf_layout(const T::Leaves& l) {
@@ -412,7 +412,7 @@ int tiled_consult(PyObject* te, const char* purpose, const std::vector<int64_t>&
 
 TiledRequest* tiled_register(PyObject* te, T::Plan&& plan) {
   TiledState& s = S(te);
-  auto* req = new TiledRequest{Ref::borrow(te), std::move(plan), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  auto* req = new TiledRequest{Ref::borrow(te), std::move(plan), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   const int64_t n = s.geom.slots();
   if (req->plan.grows_secondary && carrier_size(s.secondary.get()) != n) {
     const int grown = carrier_reserve(s.secondary.get(), n);
@@ -436,6 +436,7 @@ TiledRequest* tiled_register(PyObject* te, T::Plan&& plan) {
       delete req;
       return nullptr;
     }
+    req->fresh_at[k] = req->fresh.size();
     req->fresh.emplace_back(k, buf);
     req->fresh_zero.push_back(zero);
   }
@@ -496,11 +497,9 @@ int tiled_end(TiledRequest* req, bool ok, PyObject** value) {
   if (ok) {
     for (T::Request::Change& c : req->plan.reg.changes) {
       if (!c.fresh) continue;
-      for (auto& f : req->fresh)
-        if (f.first == c.tile && f.second) {
-          c.buffer = f.second;  // the state owns the reference from here
-          f.second = nullptr;
-        }
+      auto it = req->fresh_at.find(c.tile);
+      if (it == req->fresh_at.end()) continue;
+      c.buffer = std::exchange(req->fresh[it->second].second, nullptr);  // the state owns it from here
     }
     std::vector<T::Buffer> freed;
     s.res.commit(req->plan.reg, &freed);
@@ -528,7 +527,7 @@ int tiled_end(TiledRequest* req, bool ok, PyObject** value) {
         PyErr_Clear();  // a failed copy leaves the tile primary and dirty
     }
   }
-  after_request(te);
+  tiled_after_request(te);
   return rc;
 }
 
