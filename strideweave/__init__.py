@@ -91,3 +91,28 @@ from ._profiler import ProfilerEvent as ProfilerEvent, profile as profile  # noq
 from .carriers.tiled_evictable import ResidencyPlan as ResidencyPlan, ResidencyPolicy as ResidencyPolicy  # noqa: E402
 from .carriers.tiled_evictable import TiledEvictable as TiledEvictable, TileSelection as TileSelection  # noqa: E402
 from .carriers.tiled_evictable import TileSet as TileSet, TileState as TileState  # noqa: E402
+
+# The public names, one list (`from strideweave import *`, docs/reference.md
+# documents each; tests/test_reference_docs.py keeps the three in step).
+__all__ = [
+    # dtypes and layouts
+    "DType", "CompoundDType", "Shape", "Stride", "Layout",
+    # carriers
+    "Carrier", "CPU", "Generic", "FileBacked", "Evictable", "Metal",
+    "TiledEvictable", "TileSelection", "TileSet", "TileState", "ResidencyPlan", "ResidencyPolicy",
+    # tensors
+    "Tensor", "tensor", "Subtensor", "TensorRepresentation",
+    # autograd and operations
+    "Operation", "AddOperation", "MulOperation", "ReluOperation", "ReduceSumOperation", "BroadcastToOperation",
+    "add", "mul", "relu", "reduce_sum", "broadcast_to", "no_grad", "is_grad_enabled", "set_grad_enabled",
+    # movement
+    "move", "move_async", "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
+    "MoveOperation", "ElementwiseMoveOperation", "CpuToFileBackedMoveOperation", "FileBackedToCpuMoveOperation",
+    "CpuToMetalMoveOperation", "MetalToCpuMoveOperation", "MetalToMetalMoveOperation",
+    "dispatch_move", "register_move_operation", "unregister_move_operation", "registered_move_operation",
+    # carrier extension
+    "CarrierDefinition", "StorageProvider", "TransferProvider", "TransferRoute", "TransferRequest",
+    "PreparedTransfer", "Unsupported", "ProviderCompletion", "register_carrier_definition",
+    # profiling
+    "profile", "Profiler", "ProfilerEvent", "ProfilerAverage",
+]

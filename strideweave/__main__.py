@@ -6,13 +6,19 @@
 3. moves it out of core into a file (``FileBacked``) and back, both moves
    asynchronous while the host keeps computing;
 4. runs a backward pass through both moves;
-5. prints the profile and writes a Chrome/Perfetto trace file.
+5. prints the profile and writes a Chrome/Perfetto trace file: to ``--trace
+   PATH`` when given (kept), else into a temporary directory that is removed
+   before the demo exits (nothing is left behind).
+
+``python -m strideweave --version`` prints the installed version.
 """
+import argparse
+import json
 import os
 import sys
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, Optional, Sequence
 
 import strideweave as sw
 
@@ -52,7 +58,34 @@ def _busy(seconds: float) -> int:
     return n
 
 
-def main() -> int:
+def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m strideweave",
+        description="The StrideWeave demo: NumPy data in, zero-copy exports, asynchronous moves "
+                    "through a file and back, a backward pass through both moves, and a profile.")
+    parser.add_argument("--version", action="version", version=f"strideweave {sw.__version__}")
+    parser.add_argument("--trace", metavar="PATH",
+                        help="write the Chrome/Perfetto trace of the demo to PATH and keep it "
+                             "(default: a temporary file, removed before the demo exits)")
+    return parser.parse_args(argv)
+
+
+def _write_trace(prof: sw.Profiler, path: Optional[str]) -> None:
+    if path is not None:
+        prof.to_chrome_trace(path)
+        print(f"trace written: {os.path.abspath(path)} (open it in https://ui.perfetto.dev)")
+        return
+    with tempfile.TemporaryDirectory(prefix="strideweave-demo-") as scratch:
+        trace = os.path.join(scratch, "trace.json")
+        prof.to_chrome_trace(trace)
+        with open(trace, encoding="utf-8") as f:
+            events = len(json.load(f)["traceEvents"])
+        print(f"trace: {events} events, {os.path.getsize(trace)} bytes, written to a temporary "
+              "directory and removed (--trace PATH keeps it for https://ui.perfetto.dev)")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parse(argv)
     try:
         import numpy as np
     except ImportError:
@@ -93,9 +126,7 @@ def main() -> int:
               f"(2 where x > 0, else 0)")
 
     print(prof.table())
-    trace = os.path.join(tempfile.gettempdir(), f"strideweave-demo-trace-{os.getpid()}.json")
-    prof.to_chrome_trace(trace)
-    print(f"trace written: {trace} (open it in https://ui.perfetto.dev)")
+    _write_trace(prof, args.trace)
     return 0
 
 

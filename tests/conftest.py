@@ -24,6 +24,18 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 # source tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
 
+# The test-only extension strideweave._testing (the fake Metal runtime) is
+# built with -Dtesting=enabled (tools/test.sh, a plain `meson setup`); the
+# wheel users install leaves it out, and the tests that need it skip there.
+TESTING_ABSENT = ("strideweave._testing is not installed: the wheel leaves out the test doubles "
+                  "(build with -Csetup-args=-Dtesting=enabled, as tools/test.sh does)")
+
+
+def testing_extension():
+    """strideweave._testing, or a skip with the reason when it is absent."""
+    return pytest.importorskip("strideweave._testing", reason=TESTING_ABSENT)
+
+
 # ------------------------------------------------------------ builders
 
 # The one fill rule: every slot of a built carrier that no given value lands
@@ -94,6 +106,11 @@ def f32(x):
 
 
 # ------------------------------------------------------------ subprocesses
+
+# -P (Python 3.11+): a child's working directory is not put on sys.path, so a
+# checkout's strideweave/ cannot shadow the imported package. Python 3.10 has
+# no -P; children there run from directories without a strideweave/ anyway.
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
 
 
 def child_env(extra=None, pythonpath=()):

@@ -374,6 +374,25 @@ def test_keys_accept_index_objects_not_bools():
         t[(1, 1.0)]
 
 
+def test_numpy_bool_is_refused_wherever_bool_is():
+    # NumPy before 2.3 gives np.bool_ an __index__; it must not pass as 1.
+    lay = Layout(Shape([2, 3]), Stride([1, 2]))
+    for key in (np.True_, (np.False_, 0), [1, np.True_]):
+        with pytest.raises(TypeError):
+            lay.index(key)
+    with pytest.raises(TypeError):
+        Shape([2, 3]).encode((np.True_, 0))
+    with pytest.raises(TypeError, match="int ordinal"):
+        Shape([2, 3]).decode(np.True_)
+    with pytest.raises(TypeError, match="carrier indices must be integers"):
+        sw.CPU(2)[np.True_]
+    with pytest.raises(TypeError, match="size must be an int, not bool"):
+        sw.CPU(np.True_)
+    t = sw.tensor([1.0, 2.0])
+    with pytest.raises(TypeError):
+        t[np.True_]
+
+
 def test_index_part_that_mutates_a_list_key_is_safe():
     lay = Layout(Shape([2, 3]), Stride([1, 2]))
     key = [0, None]

@@ -619,7 +619,7 @@ def test_torch_consumer_of_legacy_capsule():
     assert tt.data_ptr() == t.carrier.pointer()
 
 
-def test_jax_consumer_legacy_path_zero_copy():
+def test_jax_consumer_zero_copy_on_the_path_it_requests():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     c = cpu_carrier([float(i) for i in range(12)])
@@ -627,7 +627,13 @@ def test_jax_consumer_legacy_path_zero_copy():
     t = sw.Tensor(c, 0, layout([3, 4], [4, 1]))
     spy = Spy(t)
     a = jnp.from_dlpack(spy)
-    assert "max_version" not in spy.calls[-1] and spy.names[-1] == "dltensor"
+    # JAX up to 0.10 asks for the legacy capsule (no max_version); later
+    # releases pass max_version=(1, 3): each gets the structure it asked for.
+    ceiling = spy.calls[-1].get("max_version")
+    if ceiling is None or ceiling[0] == 0:
+        assert spy.names[-1] == "dltensor"
+    else:
+        assert spy.names[-1] == "dltensor_versioned"
     assert a.unsafe_buffer_pointer() == c.pointer()
     assert np.asarray(a).tolist() == [[4.0 * r + k for k in range(4)] for r in range(3)]
     b = jax.dlpack.from_dlpack(t)
@@ -642,6 +648,12 @@ def test_jax_consumer_int32_and_column_major_values():
     a = jnp.from_dlpack(ti)
     assert a.dtype == jnp.int32
     assert a.unsafe_buffer_pointer() == ti.carrier.pointer()
+    import jax
+
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 7):
+        # Consumer-side bug, not an export one: JAX 0.6 (the last release for
+        # Python 3.10) reads a column-major import as row-major (its issue 17784).
+        pytest.skip(f"JAX {jax.__version__} ignores DLPack strides on import")
     # First-mode-fastest canonical layout: JAX may copy, values must match.
     tc = sw.Tensor(cpu_carrier(range(6)), 0, sw.Layout.canonical(sw.Shape([2, 3])))
     assert np.asarray(jnp.from_dlpack(tc)).tolist() == [[tc[(i, j)] for j in range(3)] for i in range(2)]

@@ -1,6 +1,7 @@
 """The first five minutes: the source package finds the installed compiled
 core when run from a clone's root, and the demo runs."""
 import importlib.machinery
+import json
 import os
 import subprocess
 import sys
@@ -57,9 +58,16 @@ def test_a_source_tree_without_core_says_how_to_install(tmp_path):
     assert "pip install ." in out.stderr and "STRIDEWEAVE_BUILD" in out.stderr
 
 
-def _run_demo(env):
-    return subprocess.run([sys.executable, "-m", "strideweave"], cwd=REPO, env=env, capture_output=True,
+def _run_demo(env, *args):
+    return subprocess.run([sys.executable, "-m", "strideweave", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+def _demo_env(**extra):
+    env = dict(os.environ, **extra)
+    if env.get("STRIDEWEAVE_BUILD"):
+        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
+    return env
 
 
 def _check_demo_output(out):
@@ -68,20 +76,47 @@ def _check_demo_output(out):
     assert "NumPy  np.from_dlpack(x):    same memory=True" in text
     assert "equal to a: True" in text and "values intact: True" in text
     assert "backward through both moves" in text and "move.complete" in text
-    trace = text.rsplit("trace written: ", 1)[1].split(" ", 1)[0]
-    assert os.path.getsize(trace) > 0
-    os.remove(trace)
     assert len(text.splitlines()) <= 25
+
+
+def test_the_demo_leaves_nothing_in_the_temporary_directory(tmp_path):
+    # Without --trace the trace goes to a temporary directory the demo
+    # removes; TMPDIR points the demo's temporary files (trace and FileBacked
+    # storage) at an empty folder, which must be empty again afterwards.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = _run_demo(_demo_env(TMPDIR=str(scratch)))
+    _check_demo_output(out)
+    assert "written to a temporary directory and removed" in out.stdout
+    assert sorted(os.listdir(scratch)) == []
+
+
+def test_the_demo_writes_the_trace_to_the_path_given(tmp_path):
+    trace = tmp_path / "demo-trace.json"
+    out = _run_demo(_demo_env(), "--trace", str(trace))
+    _check_demo_output(out)
+    assert f"trace written: {trace}" in out.stdout
+    names = {e.get("name") for e in json.loads(trace.read_text())["traceEvents"]}
+    assert {"move.submit", "move.complete"} <= names
+
+
+def test_version_flag_prints_the_package_version():
+    out = _run_demo(_demo_env(), "--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"strideweave {sw.__version__}"
+
+
+def test_an_unknown_demo_argument_is_a_usage_error():
+    out = _run_demo(_demo_env(), "--no-such-flag")
+    assert out.returncode == 2
+    assert "usage: python -m strideweave" in out.stderr and "--no-such-flag" in out.stderr
 
 
 def test_the_demo_runs_from_the_clone_root():
     # python -m strideweave from the repository root, as the README says;
     # with STRIDEWEAVE_BUILD set (development) the build directory's core is
     # used, else the installed one.
-    env = dict(os.environ)
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
-    _check_demo_output(_run_demo(env))
+    _check_demo_output(_run_demo(_demo_env()))
 
 
 def test_the_readme_command_uses_the_installed_core_from_the_clone_root():

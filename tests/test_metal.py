@@ -6,7 +6,7 @@ copy until synchronize(), logs each call and can fail or hold any step."""
 import pytest
 
 import strideweave as sw
-from strideweave import _testing
+import conftest
 from strideweave.carriers import move as move_mod
 from conftest import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
 
@@ -20,6 +20,7 @@ OPS = {
 
 @pytest.fixture
 def fake():
+    _testing = conftest.testing_extension()
     ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl

@@ -2,6 +2,7 @@
 await, operation, autograd and profiler bindings. Crashes run in a
 subprocess (python -X dev) with a timeout; threads synchronise on events,
 every wait bounded."""
+import conftest
 from conftest import run_python as shared_run_python
 
 
@@ -86,8 +87,7 @@ WAIT = 10.0
 
 @pytest.fixture
 def fake():
-    from strideweave import _testing
-
+    _testing = conftest.testing_extension()
     ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl

@@ -5,13 +5,15 @@ import struct
 import pytest
 
 import strideweave as sw
-from strideweave import DType, _testing
+import conftest
+from strideweave import DType
 
 F32, I32 = DType.Float32, DType.Int32
 
 
 @pytest.fixture
 def fake():
+    _testing = conftest.testing_extension()
     ctl = _testing.install_fake_metal_runtime()
     try:
         yield ctl

@@ -12,7 +12,7 @@ import pytest
 import conftest
 import strideweave as sw
 
-pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install strideweave[tensorstore])")
+pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
 pytest.importorskip("moto.server", reason="moto[server] provides the loopback S3 server")
 boto3 = pytest.importorskip("boto3")
 

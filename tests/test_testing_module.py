@@ -8,12 +8,13 @@ import pytest
 
 import conftest
 import strideweave as sw
-from strideweave import _testing
+
+_testing = conftest.testing_extension()  # the whole file is about it
 
 
 def run_python(code):
     """-P: the child must not see the tests folder (the checkout) first."""
-    r = conftest.run_python(code, flags=("-P",))
+    r = conftest.run_python(code, flags=conftest.SAFE_PATH)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

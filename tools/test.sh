@@ -16,7 +16,10 @@ python -m pip install -q --disable-pip-version-check \
   "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis "mypy>=2.4" torch==2.13.0 jax tensorstore zarr "moto[server]" apache-tvm-ffi
 
 echo "== building and installing strideweave"
-python -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps .
+# -Dtesting=enabled: the test build adds the test-only extension
+# strideweave._testing (fake Metal runtime) that the wheel users install leaves out.
+python -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
+  -Csetup-args=-Dtesting=enabled .
 
 echo "== GoogleTest (meson test)"
 if [ -d build-test ]; then

@@ -203,7 +203,7 @@ int parse_token(PyObject* arg, int64_t* out) {
 
 int index_from_key(PyObject* key, Py_ssize_t* out) {
   // bool is refused as a Tensor index and as any size or offset is.
-  if (!PyIndex_Check(key) || PyBool_Check(key)) {
+  if (!PyIndex_Check(key) || is_bool(key)) {
     PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s", type_name(key));
     return -1;
   }

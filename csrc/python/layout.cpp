@@ -21,6 +21,7 @@
 #include "keys.hpp"
 #include "layout_keys.hpp"
 #include "tree_rules.hpp"
+#include "util/args.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "util/type_object.hpp"
@@ -102,7 +103,7 @@ int bad_part(PyObject* part) {
 
 // An int part: a non-bool int or any object with __index__ (NumPy integers).
 bool is_int_part(PyObject* part) {
-  if (PyBool_Check(part)) return false;
+  if (is_bool(part)) return false;
   return PyLong_Check(part) || (!PyTuple_Check(part) && !PyList_Check(part) && PyIndex_Check(part));
 }
 

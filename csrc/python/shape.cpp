@@ -24,6 +24,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/type_object.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -298,7 +299,7 @@ PyObject* Shape_encode(PyObject* self, PyObject* key) {
 }
 
 PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
-  if (PyBool_Check(ordinal_obj) || !PyIndex_Check(ordinal_obj)) {
+  if (is_bool(ordinal_obj) || !PyIndex_Check(ordinal_obj)) {
     PyErr_Format(PyExc_TypeError, "Shape.decode() expects an int ordinal, got %.100s", type_name(ordinal_obj));
     return nullptr;
   }

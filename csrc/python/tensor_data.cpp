@@ -37,6 +37,7 @@
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
 #include "util/type_object.hpp"
+#include "util/args.hpp"
 
 namespace swpy {
 
@@ -188,10 +189,7 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
 using sw::data::LeafKind;
 using Step = sw::data::NestedShape::Step;
 
-bool is_numpy_bool(PyObject* v) {
-  const char* n = Py_TYPE(v)->tp_name;
-  return std::strcmp(n, "numpy.bool") == 0 || std::strcmp(n, "numpy.bool_") == 0;
-}
+bool is_numpy_bool(PyObject* v) { return is_bool(v) && !PyBool_Check(v); }
 
 // A nested level: a sequence that is not text (str, bytes) or a mapping.
 bool is_level(PyObject* o) {

@@ -42,6 +42,7 @@ Decisions the contract leaves open or fixes (API.md sections 8 and 14):
 """
 from __future__ import annotations
 
+import sys
 import typing
 from dataclasses import dataclass
 
@@ -275,6 +276,16 @@ class ProviderCompletion(typing.Protocol, metaclass=_CompletionMeta):
 
     def wait(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement wait()")
+
+
+if sys.version_info < (3, 11):
+    # Python 3.10's Protocol replaces a protocol class's own __init__ with one
+    # that refuses instantiation (3.11+ keeps an explicit one): put it back so
+    # the base stays instantiable there too.
+    def _base_init(self: ProviderCompletion) -> None:
+        pass
+
+    setattr(ProviderCompletion, "__init__", _base_init)
 
 
 _core._install_extension_records(

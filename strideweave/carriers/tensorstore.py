@@ -12,8 +12,9 @@ from or into the CPU carrier's memory (a DLPack view of the span), and
 returns a ``ProviderCompletion`` over TensorStore's future: the move's worker
 waits on it with the GIL released, no Python thread is blocked per transfer.
 
-``tensorstore`` is an optional dependency (``pip install
-strideweave[tensorstore]``); nothing else in the library imports it.
+``tensorstore`` is an optional dependency (the ``tensorstore`` extra: from a
+clone ``pip install ".[tensorstore]"``, or ``pip install tensorstore`` next
+to an installed wheel); nothing else in the library imports it.
 
 Decisions the contract leaves open:
 
@@ -42,8 +43,8 @@ try:
     import tensorstore as _ts
 except ImportError as _error:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "strideweave.carriers.tensorstore needs the optional 'tensorstore' package: "
-        "pip install strideweave[tensorstore]") from _error
+        "strideweave.carriers.tensorstore needs the optional 'tensorstore' package (the tensorstore "
+        "extra): pip install tensorstore, or from a clone pip install \".[tensorstore]\"") from _error
 import numpy as _np  # a dependency of tensorstore
 
 from .. import _core

@@ -5,10 +5,22 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstring>
+
 namespace swpy {
 
+// Python's bool or NumPy's bool scalar. Keys, indices and sizes refuse both:
+// NumPy before 2.3 gives its bool an __index__ (True would read as 1), later
+// versions refuse it themselves. Compared by type name: NumPy is never
+// imported for this.
+inline bool is_bool(PyObject* o) {
+  if (PyBool_Check(o)) return true;
+  const char* n = Py_TYPE(o)->tp_name;
+  return std::strcmp(n, "numpy.bool") == 0 || std::strcmp(n, "numpy.bool_") == 0;
+}
+
 inline int ssize_arg(PyObject* o, Py_ssize_t* out, const char* what) {
-  if (PyBool_Check(o)) {
+  if (is_bool(o)) {
     PyErr_Format(PyExc_TypeError, "%s must be an int, not bool", what);
     return 0;
   }
