@@ -55,6 +55,11 @@ struct SpanBatch::Impl {
   struct Unit {
     std::vector<SpanCopy> copies;
     std::vector<std::function<void()>> native;  // set when every copy is native
+    // Set when every copy is a span between host memory and a file, all one
+    // way: the runs of a tile transfer, which the native job hands to the
+    // engine together with other units' (run_independent: spans continuing
+    // each other in the file become one preadv / pwritev).
+    std::vector<sw::CopyPlan> file_spans;
     bool is_native = false;
     int64_t bytes = 0;
     std::atomic<bool> taken{false};
@@ -150,7 +155,7 @@ sw::DTypeCode code_of(PyObject* c) {
 }
 
 // The copy as engine work, or an empty function (it needs Python).
-std::function<void()> native_step(const SpanCopy& c, int64_t* bytes) {
+std::function<void()> native_step(const SpanCopy& c, int64_t* bytes, sw::CopyPlan* span) {
   using move_internal::plan_logical;
   using move_internal::plan_span;
   if (c.zero) {
@@ -195,6 +200,7 @@ std::function<void()> native_step(const SpanCopy& c, int64_t* bytes) {
   }
   if (!plan.native()) return {};
   *bytes += plan.bytes();
+  if (plan.kind() == sw::CopyPlanKind::FileToHost || plan.kind() == sw::CopyPlanKind::HostToFile) *span = plan;
   return [plan = std::move(plan)] { plan.run(); };
 }
 
@@ -282,8 +288,18 @@ int run_python_unit(Impl& b, Impl::Unit& u) {
   return 0;
 }
 
+std::vector<const sw::CopyPlan*> plans_of(const Impl::Unit& u) {
+  std::vector<const sw::CopyPlan*> out;
+  for (const sw::CopyPlan& p : u.file_spans) out.push_back(&p);
+  return out;
+}
+
 std::exception_ptr run_native_unit(Impl::Unit& u) noexcept {
   try {
+    if (!u.file_spans.empty()) {
+      sw::run_independent(plans_of(u));
+      return nullptr;
+    }
     for (const auto& step : u.native) step();
   } catch (...) {
     return std::current_exception();
@@ -335,6 +351,7 @@ void unit_done(const std::shared_ptr<SpanBatch>& sb, Impl::Unit& u, bool ok) {
     ErrorGuard keep;
     u.copies.clear();  // drop the plans' captures early
     u.native.clear();
+    u.file_spans.clear();
   }
   if (--b.remaining == 0) terminal(sb);
 }
@@ -348,8 +365,26 @@ bool take(Impl::Unit& u) {
 void native_job(const std::shared_ptr<SpanBatch>& sb) {
   Impl& b = *sb->impl;
   std::vector<std::pair<Impl::Unit*, std::exception_ptr>> ran;
+  std::vector<const sw::CopyPlan*> spans;  // the file-span units', run together last
+  size_t first_span_unit = 0;
+  for (auto& u : b.units) {
+    if (!u->is_native || u->file_spans.empty() || !take(*u)) continue;
+    const auto p = plans_of(*u);
+    spans.insert(spans.end(), p.begin(), p.end());
+    ran.emplace_back(u.get(), nullptr);
+  }
+  first_span_unit = ran.size();
   for (auto& u : b.units)
     if (u->is_native && take(*u)) ran.emplace_back(u.get(), run_native_unit(*u));
+  if (!spans.empty()) {
+    std::exception_ptr e;
+    try {
+      sw::run_independent(spans);
+    } catch (...) {
+      e = std::current_exception();  // every unit of the group fails with it
+    }
+    for (size_t i = 0; i < first_span_unit; ++i) ran[i].second = e;
+  }
   if (compat::is_finalizing()) {
     job_tracker().end();  // leave the objects to the dying runtime
     return;
@@ -426,6 +461,27 @@ int set_runner(const std::shared_ptr<SpanBatch>& sb, PyObject* handle) {
   return await_set_runner(handle, fn.get());
 }
 
+// Plans u's copies: its native steps (all or none) and, when every copy is
+// a host/file span one way, its file spans. Whether it is native.
+bool classify(Impl::Unit& u) {
+  std::vector<std::function<void()>> steps;
+  std::vector<sw::CopyPlan> spans;
+  int64_t bytes = 0;
+  bool spans_only = true;
+  for (const SpanCopy& c : u.copies) {
+    sw::CopyPlan span;
+    std::function<void()> s = native_step(c, &bytes, &span);
+    if (!s) return false;
+    steps.push_back(std::move(s));
+    spans_only = spans_only && span.native() && (spans.empty() || spans.front().kind() == span.kind());
+    if (spans_only) spans.push_back(std::move(span));
+  }
+  u.native = std::move(steps);
+  if (spans_only) u.file_spans = std::move(spans);
+  u.bytes = bytes;
+  return true;
+}
+
 }  // namespace
 
 int span_batch_start(std::shared_ptr<SpanBatch> sb, PyObject* handle) {
@@ -438,25 +494,8 @@ int span_batch_start(std::shared_ptr<SpanBatch> sb, PyObject* handle) {
   b.started = true;
   int native = 0, python = 0;
   for (auto& u : b.units) {
-    bool all = true;
-    std::vector<std::function<void()>> steps;
-    int64_t bytes = 0;
-    for (const SpanCopy& c : u->copies) {
-      std::function<void()> s = native_step(c, &bytes);
-      if (!s) {
-        all = false;
-        break;
-      }
-      steps.push_back(std::move(s));
-    }
-    u->is_native = all;
-    u->bytes = bytes;
-    if (all) {
-      u->native = std::move(steps);
-      ++native;
-    } else {
-      ++python;
-    }
+    u->is_native = classify(*u);
+    ++(u->is_native ? native : python);
   }
   b.remaining = static_cast<int>(b.units.size());
   if (b.units.empty()) {
@@ -499,21 +538,9 @@ int span_batch_start(std::shared_ptr<SpanBatch> sb, PyObject* handle) {
 int span_batch_run_here(SpanBatch& sb) {
   Impl& b = *sb.impl;
   for (auto& u : b.units) {
-    int64_t bytes = 0;
-    std::vector<std::function<void()>> steps;
-    bool all = true;
-    for (const SpanCopy& c : u->copies) {
-      std::function<void()> st = native_step(c, &bytes);
-      if (!st) {
-        all = false;
-        break;
-      }
-      steps.push_back(std::move(st));
-    }
-    if (all) {
-      u->native = std::move(steps);
+    if (classify(*u)) {
       std::exception_ptr e;
-      if (bytes > move_internal::kLockedCopyBytes) {
+      if (u->bytes > move_internal::kLockedCopyBytes) {
         GilRelease unlocked;
         e = run_native_unit(*u);
       } else {
