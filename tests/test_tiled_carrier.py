@@ -276,7 +276,9 @@ def test_no_dlpack():
     t = sw.Tensor(te, 0, te.canonical_layout())
     with pytest.raises(BufferError, match="not supported") as e:
         t.__dlpack__()
-    assert "TiledEvictable" in str(e.value)
+    assert "TiledEvictable" in str(e.value) and "project()" in str(e.value)
+    # A move of it is refused, so no "move it to a CPU carrier" hint.
+    assert "strideweave.move" not in str(e.value)
     with pytest.raises(BufferError, match="TiledEvictable"):
         te.dlpack_info()
 

@@ -313,7 +313,7 @@ int geometry_arg(PyObject* g, const std::vector<int64_t>& grid, const std::vecto
   try {
     *out = T::Geometry(kind, grid, tile, lay);
   } catch (const std::invalid_argument& e) {
-    PyErr_Format(PyExc_ValueError, "TiledEvictable %s", e.what());
+    PyErr_Format(PyExc_ValueError, "TiledEvictable: %s", e.what());
     return -1;
   } catch (...) {
     return raise_engine_exception();

@@ -154,8 +154,36 @@ sw::DTypeCode code_of(PyObject* c) {
   return dtype_code(d.get());
 }
 
-// The copy as engine work, or an empty function (it needs Python).
-std::function<void()> native_step(const SpanCopy& c, int64_t* bytes, sw::CopyPlan* span) {
+bool file_kind(const sw::CopyPlan& p) {
+  return p.kind() == sw::CopyPlanKind::FileToHost || p.kind() == sw::CopyPlanKind::HostToFile ||
+         p.kind() == sw::CopyPlanKind::FileToFile;
+}
+
+// A logical copy with a file side, as span plans of its runs contiguous on
+// both sides: the engine's logical plan with a file copies the whole
+// physical span, holes included, and a tile's holes are other tiles' slots.
+std::vector<sw::CopyPlan> logical_runs(const SpanCopy& c) {
+  std::vector<sw::CopyPlan> out;
+  int64_t s0 = 0, d0 = 0, n = 0;
+  auto flush = [&] {
+    if (n) out.push_back(move_internal::plan_span(c.src, c.src_off + s0, c.dst, c.dst_off + d0, n));
+  };
+  sw::for_each_index_pair(c.src_layout.leaves(), c.dst_layout.leaves(), [&](int64_t, int64_t si, int64_t di) {
+    if (n && si == s0 + n && di == d0 + n) {
+      ++n;
+    } else {
+      flush();
+      s0 = si, d0 = di, n = 1;
+    }
+    return true;
+  });
+  flush();
+  return out;
+}
+
+// The copy as engine work, or an empty function (it needs Python). spans
+// gets the copy's plans when it is wholly host/file spans one way.
+std::function<void()> native_step(const SpanCopy& c, int64_t* bytes, std::vector<sw::CopyPlan>* spans) {
   using move_internal::plan_logical;
   using move_internal::plan_span;
   if (c.zero) {
@@ -180,9 +208,11 @@ std::function<void()> native_step(const SpanCopy& c, int64_t* bytes, sw::CopyPla
       sw::kernels::add(code, dp, ld, sp, ls, dp, ld);
     };
   }
-  sw::CopyPlan plan;
+  std::vector<sw::CopyPlan> plans;
   if (c.logical) {
-    plan = plan_logical(c.src, c.src_off, c.src_layout, c.dst, c.dst_off, c.dst_layout);
+    sw::CopyPlan plan = plan_logical(c.src, c.src_off, c.src_layout, c.dst, c.dst_off, c.dst_layout);
+    if (file_kind(plan) && c.src_layout.cosize() != c.src_layout.size()) plans = logical_runs(c);
+    else plans.push_back(std::move(plan));
   } else {
     Ref op = Ref::steal(SpanBatch::route(Py_TYPE(c.src), Py_TYPE(c.dst)));
     if (!op) {
@@ -196,12 +226,25 @@ std::function<void()> native_step(const SpanCopy& c, int64_t* bytes, sw::CopyPla
     }
     if (copy.get() == state.elementwise_copy || copy.get() == state.bulk_copy_c2f ||
         copy.get() == state.bulk_copy_f2c)
-      plan = plan_span(c.src, c.src_off, c.dst, c.dst_off, c.count);
+      plans.push_back(plan_span(c.src, c.src_off, c.dst, c.dst_off, c.count));
   }
-  if (!plan.native()) return {};
-  *bytes += plan.bytes();
-  if (plan.kind() == sw::CopyPlanKind::FileToHost || plan.kind() == sw::CopyPlanKind::HostToFile) *span = plan;
-  return [plan = std::move(plan)] { plan.run(); };
+  if (plans.empty()) return {};
+  for (const sw::CopyPlan& p : plans) {
+    if (!p.native()) return {};
+    *bytes += p.bytes();
+  }
+  if (plans.size() == 1) {
+    const sw::CopyPlanKind k = plans[0].kind();
+    if (k == sw::CopyPlanKind::FileToHost || k == sw::CopyPlanKind::HostToFile) spans->push_back(plans[0]);
+    return [plan = std::move(plans[0])] { plan.run(); };
+  }
+  const bool one_way = plans[0].kind() != sw::CopyPlanKind::FileToFile;
+  if (one_way) spans->insert(spans->end(), plans.begin(), plans.end());
+  return [plans = std::move(plans)] {
+    std::vector<const sw::CopyPlan*> ptrs;
+    for (const sw::CopyPlan& p : plans) ptrs.push_back(&p);
+    sw::run_independent(ptrs);
+  };
 }
 
 // One copy with the GIL held (owner access and grad mode already set). 0 / -1.
@@ -271,7 +314,6 @@ int python_step(const SpanCopy& c) {
   return 0;
 }
 
-// Runs a Python unit on this thread (GIL held). 0 / -1.
 int run_python_unit(Impl& b, Impl::Unit& u) {
   NoGrad no_grad;
   std::vector<std::unique_ptr<OwnerAccess>> scopes;
@@ -469,12 +511,12 @@ bool classify(Impl::Unit& u) {
   int64_t bytes = 0;
   bool spans_only = true;
   for (const SpanCopy& c : u.copies) {
-    sw::CopyPlan span;
-    std::function<void()> s = native_step(c, &bytes, &span);
+    std::vector<sw::CopyPlan> mine;
+    std::function<void()> s = native_step(c, &bytes, &mine);
     if (!s) return false;
     steps.push_back(std::move(s));
-    spans_only = spans_only && span.native() && (spans.empty() || spans.front().kind() == span.kind());
-    if (spans_only) spans.push_back(std::move(span));
+    spans_only = spans_only && !mine.empty() && (spans.empty() || spans.front().kind() == mine.front().kind());
+    if (spans_only) spans.insert(spans.end(), mine.begin(), mine.end());
   }
   u.native = std::move(steps);
   if (spans_only) u.file_spans = std::move(spans);
