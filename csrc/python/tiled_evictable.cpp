@@ -265,16 +265,21 @@ int policy_arg(PyObject* p) {
 // A tier can serve only when tiles move both ways between the tiers' classes
 // and between primaries (as move resolves them).
 int tier_routes(PyObject* p, PyObject* s) {
-  const std::pair<PyObject*, PyObject*> pairs[] = {{p, s}, {s, p}, {p, p}};
-  for (auto [a, b] : pairs) {
-    Ref op = Ref::steal(SpanBatch::route(Py_TYPE(a), Py_TYPE(b)));
+  struct Need {
+    PyObject *a, *b;
+    const char* why;
+  };
+  const Need needs[] = {{p, s, "evicting and flushing tiles"},
+                        {s, p, "reading tiles back"},
+                        {p, p, "projections and tile buffers"}};
+  for (const Need& n : needs) {
+    Ref op = Ref::steal(SpanBatch::route(Py_TYPE(n.a), Py_TYPE(n.b)));
     if (op) continue;
     Ref why = Ref::steal(compat::take_raised());
     PyErr_Format(PyExc_TypeError,
-                 "TiledEvictable %s %s carrier cannot serve as a tier: its tiles need a transfer route from %s to %s "
-                 "(%S)",
-                 a == s || b == s ? "secondary" : "primary", type_name(a == p && b == p ? p : s), type_name(a),
-                 type_name(b), why ? why.get() : Py_None);
+                 "TiledEvictable tiers %s (primary) and %s (secondary) cannot serve: %s needs a transfer route from %s "
+                 "to %s (%S)",
+                 type_name(p), type_name(s), n.why, type_name(n.a), type_name(n.b), why ? why.get() : Py_None);
     return -1;
   }
   if (!carrier_overrides(p, "allocate_like") && !(as_carrier(p)->vt && as_carrier(p)->vt->allocate_like)) {
