@@ -132,6 +132,9 @@ TiledRequest* tiled_register(PyObject* te, sw::tiled::Plan&& plan);
 SpanCopy tiled_copy_of(TiledRequest* req, const sw::tiled::Step& st);
 // Runs req's steps on this thread. 0 / -1.
 int tiled_run_here(TiledRequest* req);
+// Owner access for b's Python-level copies to the carriers they touch that
+// te holds, and to req's claims (req may be NULL). 0 / -1.
+int tiled_grant_access(SpanBatch& b, PyObject* te, TiledRequest* req);
 // Ends req (which the caller then deletes): ok commits its changes and,
 // with value, sets *value to req->result() (None without one) while req's
 // claims still hold; then it unregisters, gives back what it staged and

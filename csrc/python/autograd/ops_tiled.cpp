@@ -626,8 +626,7 @@ int tile_reader_read(TileReader* r, const std::vector<std::array<int64_t, 3>>& s
     pos += count;
   }
   if (pos) {
-    for (auto& [c, tok] : s.tokens)
-      if (b.access(c, tok) < 0) return -1;
+    if (tiled_grant_access(b, r->te.get(), nullptr) < 0) return -1;
     const int rc = span_batch_run_here(b);
     for (size_t n = 0; n < first_reads.size(); ++n) record_read(s.secondary.get(), start, rc == 0);
     if (rc < 0) return -1;

@@ -142,6 +142,8 @@ class SpanBatch {
   int transfer(PyObject* src_class, PyObject* impl, PyObject* shapes);
   // Whether any unit was added.
   bool empty() const;
+  // The distinct carriers the copies added so far read or write.
+  std::vector<PyObject*> carriers() const;
   // The operation class a span between these classes resolves to (as move
   // resolves it; pins checked). New reference or NULL.
   static PyObject* route(PyTypeObject* src, PyTypeObject* dst);

@@ -103,6 +103,16 @@ int SpanBatch::access(PyObject* c, int64_t token) {
 
 bool SpanBatch::empty() const { return impl->units.empty(); }
 
+std::vector<PyObject*> SpanBatch::carriers() const {
+  std::unordered_set<PyObject*> seen;
+  std::vector<PyObject*> out;
+  for (const auto& u : impl->units)
+    for (const SpanCopy& c : u->copies)
+      for (PyObject* o : {c.src, c.dst})
+        if (o && seen.insert(o).second) out.push_back(o);
+  return out;
+}
+
 int SpanBatch::transfer(PyObject* src_class, PyObject* impl_class, PyObject* shapes) {
   if (!impl->session) impl->session = Ref::borrow(profiler_current());
   Impl::Transfer t;

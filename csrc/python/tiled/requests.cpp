@@ -250,12 +250,7 @@ std::shared_ptr<SpanBatch> batch_of(TiledRequest* req, PyObject* shapes) {
       if (b->add(u, c) < 0) return nullptr;
     }
   }
-  for (auto& [c, tok] : s.tokens)
-    if (b->access(c, tok) < 0) return nullptr;
-  for (auto& [c, tok] : req->claims)
-    if (b->access(c.get(), tok) < 0) return nullptr;
-  for (auto& [c, tok] : req->access)
-    if (b->access(c, tok) < 0) return nullptr;
+  if (tiled_grant_access(*b, req->te.get(), req) < 0) return nullptr;
   if (b->keep(req->te.get()) < 0 || (req->out && b->keep(req->out.get()) < 0)) return nullptr;
   return b;
 }
@@ -471,6 +466,25 @@ SpanCopy tiled_copy_of(TiledRequest* req, const T::Step& st) {
   return c;
 }
 
+// Owner access for the Python-level copies of b: to the carriers its
+// copies touch that te holds claimed (not every tile buffer: a request's
+// cost must not grow with the tiles elsewhere), and to req's claims.
+int tiled_grant_access(SpanBatch& b, PyObject* te, TiledRequest* req) {
+  TiledState& s = S(te);
+  std::vector<PyObject*> touched;
+  if (engine_call([&] { touched = b.carriers(); }) < 0) return -1;
+  for (PyObject* c : touched) {
+    auto it = s.tokens.find(c);
+    if (it != s.tokens.end() && b.access(c, it->second) < 0) return -1;
+  }
+  if (!req) return 0;
+  for (auto& [c, tok] : req->claims)
+    if (b.access(c.get(), tok) < 0) return -1;
+  for (auto& [c, tok] : req->access)
+    if (b.access(c, tok) < 0) return -1;
+  return 0;
+}
+
 int tiled_run_here(TiledRequest* req) {
   SpanBatch b;
   TiledState& s = S(req->te.get());
@@ -481,12 +495,7 @@ int tiled_run_here(TiledRequest* req) {
       if (b.add(u, tiled_copy_of(req, st)) < 0) return -1;
     }
   }
-  for (auto& [c, tok] : s.tokens)
-    if (b.access(c, tok) < 0) return -1;
-  for (auto& [c, tok] : req->claims)
-    if (b.access(c.get(), tok) < 0) return -1;
-  for (auto& [c, tok] : req->access)
-    if (b.access(c, tok) < 0) return -1;
+  if (tiled_grant_access(b, req->te.get(), req) < 0) return -1;
   return span_batch_run_here(b);
 }
 
