@@ -3,10 +3,11 @@
 // (API.md 13, tiled-carrier-composition).
 //
 // The rules are the engine's (csrc/engine/tiled/: geometry, residency,
-// request planning); tiled/requests.cpp runs a plan's copies as a span
-// batch and commits it; the direct operations and gradients are
-// autograd/ops_tiled*.cpp. This file is the type: construction and its
-// checks, the slot vtable, the properties and the request methods.
+// request planning); tiled/args.cpp checks the arguments, tiled/requests.cpp
+// runs a plan's copies as a span batch and commits it; the direct
+// operations and gradients are autograd/ops_tiled*.cpp. This file is the
+// type: construction, the slot vtable, the properties and the request
+// methods.
 //
 // Decisions where the contract is silent:
 //   - A promoted tile gets a private buffer of the primary's class holding
@@ -22,7 +23,6 @@
 //   - The compact result of a selection has the Layout canonical_layout()
 //     has for the compact grid (an explicit Layout geometry: "dense").
 #include <algorithm>
-#include <optional>
 #include <string>
 
 #include "tiled_object.hpp"
@@ -223,109 +223,6 @@ const CarrierVTable tiled_vt = {vt_dtype_code, vt_size, vt_get, vt_set, vt_relea
 
 // ------------------------------------------------------------------ construction
 
-// An extent tuple argument (grid_shape, tile_shape). 0 / -1.
-int extents_arg(PyObject* v, const char* name, std::vector<int64_t>* out) {
-  Ref seq = Ref::steal(PySequence_Fast(v, ""));
-  if (!seq) {
-    PyErr_Format(PyExc_TypeError, "TiledEvictable %s must be a sequence of ints, not %.100s", name, type_name(v));
-    return -1;
-  }
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
-    PyObject* x = PySequence_Fast_GET_ITEM(seq.get(), i);
-    if (PyBool_Check(x) || !PyIndex_Check(x)) {
-      PyErr_Format(PyExc_TypeError, "TiledEvictable %s entries must be ints, not %.100s", name, type_name(x));
-      return -1;
-    }
-    const long long e = PyLong_AsLongLong(x);
-    if (e == -1 && PyErr_Occurred()) return -1;
-    out->push_back(e);
-  }
-  return 0;
-}
-
-int policy_arg(PyObject* p) {
-  if (p == Py_None) return 0;
-  const int ok = PyType_Check(p) ? 0 : PyObject_IsInstance(p, V().residency_policy);
-  if (ok < 0) return -1;
-  Ref plan = ok ? Ref::steal(PyObject_GetAttrString(p, "plan")) : Ref();
-  if (ok && !plan) PyErr_Clear();
-  if (plan && PyCallable_Check(plan.get())) return 0;
-  if (PyType_Check(p))
-    PyErr_Format(PyExc_TypeError,
-                 "TiledEvictable residency_policy must implement ResidencyPolicy (plan(required, purpose)), not the "
-                 "class %s (pass an instance)",
-                 class_name(p));
-  else
-    PyErr_Format(PyExc_TypeError,
-                 "TiledEvictable residency_policy must implement ResidencyPolicy (plan(required, purpose)), not %.100s",
-                 type_name(p));
-  return -1;
-}
-
-// A tier can serve only when tiles move both ways between the tiers' classes
-// and between primaries (as move resolves them).
-int tier_routes(PyObject* p, PyObject* s) {
-  struct Need {
-    PyObject *a, *b;
-    const char* why;
-  };
-  const Need needs[] = {{p, s, "evicting and flushing tiles"},
-                        {s, p, "reading tiles back"},
-                        {p, p, "projections and tile buffers"}};
-  for (const Need& n : needs) {
-    Ref op = Ref::steal(SpanBatch::route(Py_TYPE(n.a), Py_TYPE(n.b)));
-    if (op) continue;
-    Ref why = Ref::steal(compat::take_raised());
-    PyErr_Format(PyExc_TypeError,
-                 "TiledEvictable tiers %s (primary) and %s (secondary) cannot serve: %s needs a transfer route from %s "
-                 "to %s (%S)",
-                 type_name(p), type_name(s), n.why, type_name(n.a), type_name(n.b), why ? why.get() : Py_None);
-    return -1;
-  }
-  if (!carrier_overrides(p, "allocate_like") && !(as_carrier(p)->vt && as_carrier(p)->vt->allocate_like)) {
-    PyErr_Format(PyExc_TypeError,
-                 "TiledEvictable primary %s carrier cannot serve as a tier: it has no allocate_like() (tile buffers "
-                 "and results are allocated like it)",
-                 type_name(p));
-    return -1;
-  }
-  return 0;
-}
-
-int geometry_arg(PyObject* g, const std::vector<int64_t>& grid, const std::vector<int64_t>& tile, T::Geometry* out) {
-  T::GeometryKind kind;
-  const sw::Layout* lay = nullptr;
-  if (is_layout(g)) {
-    kind = T::GeometryKind::Explicit;
-    lay = &layout_of(g);
-  } else if (PyUnicode_Check(g)) {
-    const char* n = PyUnicode_AsUTF8(g);
-    if (!n) return -1;
-    const std::string name = n;
-    if (name == "tiles") kind = T::GeometryKind::Tiles;
-    else if (name == "dense") kind = T::GeometryKind::Dense;
-    else if (name == "row-major") kind = T::GeometryKind::RowMajor;
-    else {
-      PyErr_Format(PyExc_ValueError, "TiledEvictable geometry must be 'tiles', 'dense', 'row-major' or a Layout, not %R",
-                   g);
-      return -1;
-    }
-  } else {
-    PyErr_Format(PyExc_TypeError, "TiledEvictable geometry must be 'tiles', 'dense', 'row-major' or a Layout, not %.100s",
-                 type_name(g));
-    return -1;
-  }
-  try {
-    *out = T::Geometry(kind, grid, tile, lay);
-  } catch (const std::invalid_argument& e) {
-    PyErr_Format(PyExc_ValueError, "TiledEvictable: %s", e.what());
-    return -1;
-  } catch (...) {
-    return raise_engine_exception();
-  }
-  return 0;
-}
-
 PyObject* TiledEvictable_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* self = carrier_alloc(type, &tiled_vt);
   if (self) as_te(self)->s = nullptr;
@@ -362,8 +259,8 @@ int TiledEvictable_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   std::vector<int64_t> grid, tile;
-  if (extents_arg(grid_obj, "grid_shape", &grid) < 0 || extents_arg(tile_obj, "tile_shape", &tile) < 0 ||
-      policy_arg(policy) < 0)
+  if (tiled_extents_arg(grid_obj, "grid_shape", &grid) < 0 || tiled_extents_arg(tile_obj, "tile_shape", &tile) < 0 ||
+      tiled_policy_arg(policy) < 0)
     return -1;
   for (int r = 0; r < 2; ++r) {
     if (carrier_is_released(tier[r]) || carrier_is_owned(tier[r])) {
@@ -382,7 +279,7 @@ int TiledEvictable_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   Ref gname = Ref::steal(geometry ? Py_NewRef(geometry) : PyUnicode_FromString("tiles"));
   T::Geometry geom;
-  if (!gname || geometry_arg(gname.get(), grid, tile, &geom) < 0) return -1;
+  if (!gname || tiled_geometry_arg(gname.get(), grid, tile, &geom) < 0) return -1;
   const int64_t total = geom.slots();
   Py_ssize_t sizes[2];
   for (int r = 0; r < 2; ++r) {
@@ -400,7 +297,7 @@ int TiledEvictable_init(PyObject* self, PyObject* args, PyObject* kwargs) {
       return -1;
     }
   }
-  if (tier_routes(p, s) < 0) return -1;
+  if (tiled_tier_routes(p, s) < 0) return -1;
   auto* st = new TiledState;
   st->geom = std::move(geom);
   st->dtype = dtype_code(pd.get());
@@ -469,7 +366,6 @@ PyObject* extents_tuple(const std::vector<int64_t>& v) {
   }
   return t;
 }
-
 
 PyObject* get_grid(PyObject* self, void*) {
   TILED_INIT_OR_RAISE(self);
@@ -631,88 +527,6 @@ PyObject* TiledEvictable_flush(PyObject* self, PyObject* args, PyObject* kwargs)
   return req ? tiled_start(req, &AwaitResidency_Type) : nullptr;
 }
 
-// The compact argument of scatter / assign: a live Tensor of the primary's
-// exact class and dtype, shaped like the selection, its carrier claimed by
-// req. Its view over the compact grid in *cv. 0 / -1.
-int compact_arg(PyObject* self, const char* who, PyObject* compact, const std::vector<int64_t>& cgrid,
-                T::CompactView* cv) {
-  TiledState& s = S(self);
-  PyObject* c = as_tensor(compact)->carrier;
-  if (carrier_is_released(c)) {
-    PyErr_Format(PyExc_RuntimeError, "%s compact %s carrier is released", who, type_name(c));
-    return -1;
-  }
-  if (dtype_code(as_tensor(compact)->dtype) != s.dtype) {
-    Ref d = Ref::steal(carrier_dtype(self));
-    PyErr_Format(PyExc_TypeError, "%s compact dtype %R must match the TiledEvictable dtype %R", who,
-                 as_tensor(compact)->dtype, d.get());
-    return -1;
-  }
-  const T::Geometry cg = s.geom.regrid(cgrid);
-  const sw::Layout& l = layout_of(as_tensor(compact)->layout);
-  std::optional<T::CompactView> v;
-  if (l.shape() == cg.layout().shape()) v = T::compact_view(l, as_tensor(compact)->offset, s.geom.tile(), cgrid);
-  if (!v) {
-    Ref want = Ref::steal(shape_from_tree(cg.layout().shape()));
-    PyErr_Format(PyExc_ValueError, "%s compact shape %R must be the selected region's shape %R", who,
-                 autograd::shape_obj(compact), want.get());
-    return -1;
-  }
-  if (carrier_is_owned(c)) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "%s compact %s carrier is owned by another carrier or a pending move; wait() for that work first",
-                 who, type_name(c));
-    return -1;
-  }
-  *cv = std::move(*v);
-  return 0;
-}
-
-// project()'s destination: a live, mutable carrier of the primary's exact
-// class and dtype with room for need slots (an empty one that can grow). 0 / -1.
-int check_destination(PyObject* self, PyObject* d, Py_ssize_t need) {
-  PyTypeObject* cls = tiled_primary_class(self);
-  if (!is_carrier(d)) {
-    PyErr_Format(PyExc_TypeError, "destination must be a Carrier instance, not %.100s", type_name(d));
-    return -1;
-  }
-  if (PyObject_TypeCheck(d, &Evictable_Type) || is_tiled(d)) {
-    PyErr_Format(PyExc_TypeError, "destination cannot be a dependent carrier (%s)", type_name(d));
-    return -1;
-  }
-  if (Py_TYPE(d) != cls) {
-    PyErr_Format(PyExc_TypeError, "destination must be a %s carrier (the primary tier's class), not %s", type_name(cls),
-                 type_name(d));
-    return -1;
-  }
-  const int m = carrier_is_released(d) ? 0 : carrier_is_mutable(d);
-  if (m <= 0) {
-    if (!m)
-      PyErr_Format(PyExc_RuntimeError, "destination %s carrier is %s", type_name(d),
-                   carrier_is_released(d) ? "released" : "not mutable");
-    return -1;
-  }
-  Ref dd = Ref::steal(carrier_dtype(d));
-  if (!dd) return -1;
-  if (dtype_code(dd.get()) != S(self).dtype) {
-    Ref mine = Ref::steal(carrier_dtype(self));
-    PyErr_Format(PyExc_TypeError, "destination dtype %R must match the TiledEvictable dtype %R", dd.get(), mine.get());
-    return -1;
-  }
-  const Py_ssize_t n = carrier_size(d);
-  if (n < 0) return -1;
-  if (n < need) {
-    const int grown = n == 0 ? carrier_reserve(d, need) : 0;
-    if (grown < 0) return -1;
-    if (!grown) {
-      PyErr_Format(PyExc_ValueError, "destination %s carrier is too small: %zd slots for %zd selected slots",
-                   type_name(d), n, need);
-      return -1;
-    }
-  }
-  return 0;
-}
-
 int claim_for(TiledRequest* req, PyObject* c) {
   const int64_t t = carrier_claim(c);
   if (!t) return -1;
@@ -733,7 +547,7 @@ PyObject* TiledEvictable_project(PyObject* self, PyObject* args, PyObject* kwarg
     return nullptr;
   TiledState& s = S(self);
   const Py_ssize_t need = static_cast<Py_ssize_t>(tiles.size()) * s.geom.tile_size();
-  if (dest != Py_None && check_destination(self, dest, need) < 0) return nullptr;
+  if (dest != Py_None && tiled_check_destination(self, dest, need) < 0) return nullptr;
   PolicyPlan pol;
   if (tiled_consult(self, "projection", tiles, false, &pol) < 0 || live_or_raise(self) < 0) return nullptr;
   const T::Geometry cg = s.geom.regrid(cgrid);
@@ -819,7 +633,7 @@ PyObject* write_tiles(PyObject* self, PyObject* compact, PyObject* full, PyObjec
     }
   }
   T::CompactView cv;
-  if (compact_arg(self, who, compact, cgrid, &cv) < 0) return nullptr;
+  if (tiled_compact_arg(self, who, compact, cgrid, &cv) < 0) return nullptr;
   PolicyPlan pol;
   if (reduction && (tiled_consult(self, "scatter", tiles, false, &pol) < 0 || live_or_raise(self) < 0)) return nullptr;
   Ref result_te = reduction ? Ref::steal(tiled_fresh(self, false)) : Ref();

@@ -82,6 +82,7 @@ struct TiledObject {
 };
 inline TiledState& tiled_state(PyObject* te) { return *reinterpret_cast<TiledObject*>(te)->s; }
 
+// ------------------------------------------------------------ arguments (tiled/args.cpp)
 // Claims c for s (token kept). 0 / -1.
 int tiled_claim(TiledState& s, PyObject* c);
 // Relinquishes (when s holds its token) and releases c, a stolen reference.
@@ -95,6 +96,28 @@ int tiled_selection_arg(PyObject* te, PyObject* sel, const char* who, std::vecto
                         std::vector<int64_t>* cgrid);
 // A TileSet of ordinals (ascending). New reference.
 PyObject* tiled_tile_set(const sw::tiled::Geometry& g, const std::vector<int64_t>& ks);
+// Ordinals of coordinates (a sequence of int tuples) bound to the grid, with
+// the messages of `what`. 0 / -1.
+int tiled_ordinals_of(const sw::tiled::Geometry& g, PyObject* coords, const char* what, std::vector<int64_t>* out);
+// The constructor's arguments: an extent tuple (grid_shape, tile_shape);
+// residency_policy (None or a ResidencyPolicy instance); geometry ("tiles",
+// "dense", "row-major" or a Layout) over grid and tile into *out.
+int tiled_extents_arg(PyObject* v, const char* name, std::vector<int64_t>* out);
+int tiled_policy_arg(PyObject* p);
+int tiled_geometry_arg(PyObject* g, const std::vector<int64_t>& grid, const std::vector<int64_t>& tile,
+                       sw::tiled::Geometry* out);
+// TypeError naming what is missing unless primary p and secondary s can
+// serve as tiers: tiles move both ways between them and between primaries
+// (as move resolves routes), and p has allocate_like().
+int tiled_tier_routes(PyObject* p, PyObject* s);
+// The compact input of scatter / assign (who: "scatter()", "assign()"): a
+// live, unowned Tensor of te's dtype shaped like the selection (cgrid); its
+// view over the compact grid in *cv.
+int tiled_compact_arg(PyObject* te, const char* who, PyObject* compact, const std::vector<int64_t>& cgrid,
+                      sw::tiled::CompactView* cv);
+// project()'s destination: a live, mutable carrier of the primary's exact
+// class and te's dtype with room for need slots (an empty one grows).
+int tiled_check_destination(PyObject* te, PyObject* d, Py_ssize_t need);
 // Runs req asynchronously; its handle (a fresh kind; an untimed wait() of
 // an AwaitProjection runs the queued copies itself) completes with
 // req->result() at commit. NULL with an exception (req ended).

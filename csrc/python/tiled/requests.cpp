@@ -59,113 +59,6 @@ void tiled_drop(TiledState& s, PyObject* c) {
 }
 
 namespace {
-
-// Ordinals of coordinates (a tuple of int tuples) bound to the grid, with
-// the messages of `what` (TileSet, ResidencyPlan tile). 0 / -1.
-int ordinals_of(const T::Geometry& g, PyObject* coords, const char* what, std::vector<int64_t>* out) {
-  Ref seq = Ref::steal(PySequence_Fast(coords, "coordinates must be a sequence"));
-  if (!seq) return -1;
-  const size_t r = g.rank();
-  for (Py_ssize_t n = 0; n < PySequence_Fast_GET_SIZE(seq.get()); ++n) {
-    Ref c = Ref::steal(PySequence_Tuple(PySequence_Fast_GET_ITEM(seq.get(), n)));
-    if (!c) return -1;
-    if (static_cast<size_t>(PyTuple_GET_SIZE(c.get())) != r) {
-      PyErr_Format(PyExc_ValueError, "%s has rank %zd but the tile grid %s has rank %zu", what,
-                   PyTuple_GET_SIZE(c.get()), T::tuple_text(g.grid()).c_str(), r);
-      return -1;
-    }
-    std::vector<int64_t> t(r);
-    for (size_t i = 0; i < r; ++i) {
-      t[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(c.get(), static_cast<Py_ssize_t>(i)));
-      if (t[i] == -1 && PyErr_Occurred()) return -1;
-      if (t[i] < 0 || t[i] >= g.grid()[i]) {
-        PyErr_Format(PyExc_ValueError, "%s coordinate %R is out of range on axis %zu of the tile grid %s", what,
-                     c.get(), i, T::tuple_text(g.grid()).c_str());
-        return -1;
-      }
-    }
-    out->push_back(g.ordinal(t));
-  }
-  return 0;
-}
-
-}  // namespace
-
-int tiled_tiles_arg(PyObject* te, PyObject* tiles, std::vector<int64_t>* out) {
-  const int sel = PyObject_IsInstance(tiles, V().tile_selection);
-  const int set = sel ? 0 : PyObject_IsInstance(tiles, V().tile_set);
-  if (sel < 0 || set < 0) return -1;
-  if (!sel && !set) {
-    PyErr_Format(PyExc_TypeError, "tiles must be a TileSet or a TileSelection, not %.100s", type_name(tiles));
-    return -1;
-  }
-  Ref coords = Ref::steal(PyObject_GetAttrString(tiles, "coordinates"));
-  if (!coords) return -1;
-  if (sel && PyObject_Length(coords.get()) > 0) {
-    Ref per = Ref::steal(PyObject_GetAttrString(tiles, "per_axis"));
-    if (!per || PyObject_Length(per.get()) != static_cast<Py_ssize_t>(S(te).geom.rank())) {
-      if (per)
-        PyErr_Format(PyExc_ValueError, "TileSelection has rank %zd but the tile grid %s has rank %zu",
-                     PyObject_Length(per.get()), T::tuple_text(S(te).geom.grid()).c_str(), S(te).geom.rank());
-      return -1;
-    }
-  }
-  if (ordinals_of(S(te).geom, coords.get(), sel ? "TileSelection" : "TileSet", out) < 0) return -1;
-  if (sel) std::sort(out->begin(), out->end());
-  return 0;
-}
-
-int tiled_selection_arg(PyObject* te, PyObject* sel, const char* who, std::vector<int64_t>* tiles,
-                  std::vector<int64_t>* cgrid) {
-  const int ok = PyObject_IsInstance(sel, V().tile_selection);
-  if (ok <= 0) {
-    if (!ok) PyErr_Format(PyExc_TypeError, "%s selection must be a TileSelection, not %.100s", who, type_name(sel));
-    return -1;
-  }
-  const T::Geometry& g = S(te).geom;
-  Ref per = Ref::steal(PyObject_GetAttrString(sel, "per_axis"));
-  Ref seq = per ? Ref::steal(PySequence_Fast(per.get(), "per_axis")) : Ref();
-  if (!seq) return -1;
-  if (static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.get())) != g.rank()) {
-    PyErr_Format(PyExc_ValueError, "TileSelection has rank %zd but the tile grid %s has rank %zu",
-                 PySequence_Fast_GET_SIZE(seq.get()), T::tuple_text(g.grid()).c_str(), g.rank());
-    return -1;
-  }
-  for (size_t i = 0; i < g.rank(); ++i) {
-    PyObject* axis = PySequence_Fast_GET_ITEM(seq.get(), static_cast<Py_ssize_t>(i));
-    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(axis); ++j) {
-      const long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(axis, j));
-      if (x == -1 && PyErr_Occurred()) return -1;
-      if (x >= g.grid()[i]) {
-        PyErr_Format(PyExc_ValueError, "TileSelection axis %zu coordinate %lld is out of range for the tile grid %s",
-                     i, x, T::tuple_text(g.grid()).c_str());
-        return -1;
-      }
-    }
-    cgrid->push_back(PyTuple_GET_SIZE(axis));
-  }
-  Ref coords = Ref::steal(PyObject_GetAttrString(sel, "coordinates"));
-  return coords ? ordinals_of(g, coords.get(), "TileSelection", tiles) : -1;
-}
-
-PyObject* tiled_tile_set(const T::Geometry& g, const std::vector<int64_t>& ks) {
-  Ref coords = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(ks.size())));
-  if (!coords) return nullptr;
-  for (size_t n = 0; n < ks.size(); ++n) {
-    const std::vector<int64_t> t = g.coordinate(ks[n]);
-    PyObject* c = PyTuple_New(static_cast<Py_ssize_t>(t.size()));
-    if (!c) return nullptr;
-    PyTuple_SET_ITEM(coords.get(), static_cast<Py_ssize_t>(n), c);
-    for (size_t i = 0; i < t.size(); ++i) {
-      PyObject* x = PyLong_FromLongLong(t[i]);
-      if (!x) return nullptr;
-      PyTuple_SET_ITEM(c, static_cast<Py_ssize_t>(i), x);
-    }
-  }
-  return PyObject_CallMethod(V().tile_set, "_trusted", "(On)", coords.get(), static_cast<Py_ssize_t>(g.rank()));
-}
-
-namespace {
 int evict_now(PyObject* te, int64_t k);
 }  // namespace
 
@@ -233,7 +126,6 @@ sw::Layout leaf_layout(const T::Leaves& l) {
 // reads a tile.
 std::shared_ptr<SpanBatch> batch_of(TiledRequest* req, PyObject* shapes) {
   auto b = std::make_shared<SpanBatch>();
-  TiledState& s = S(req->te.get());
   for (const T::Unit& unit : req->plan.units) {
     const int u = b->unit();
     int transfer = -1;
@@ -400,7 +292,7 @@ int tiled_consult(PyObject* te, const char* purpose, const std::vector<int64_t>&
   for (int f = 0; f < 3; ++f) {
     Ref ts = Ref::steal(PyObject_GetAttrString(r.get(), names[f]));
     Ref coords = ts ? Ref::steal(PyObject_GetAttrString(ts.get(), "coordinates")) : Ref();
-    if (!coords || ordinals_of(s.geom, coords.get(), "ResidencyPlan tile", fields[f]) < 0) return -1;
+    if (!coords || tiled_ordinals_of(s.geom, coords.get(), "ResidencyPlan tile", fields[f]) < 0) return -1;
   }
   return 0;
 }
@@ -487,7 +379,6 @@ int tiled_grant_access(SpanBatch& b, PyObject* te, TiledRequest* req) {
 
 int tiled_run_here(TiledRequest* req) {
   SpanBatch b;
-  TiledState& s = S(req->te.get());
   for (const T::Unit& unit : req->plan.units) {
     const int u = b.unit();
     for (const T::Step& st : unit) {
