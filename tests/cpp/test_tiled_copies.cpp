@@ -19,17 +19,9 @@ using sw::tiled::refine;
 using Runs = std::vector<sw::tiled::Run>;
 using sw::tiled::TileCopy;
 using sw::tiled::TilePlace;
+using sw::tiled::index_of;
 
 namespace {
-
-int64_t index_of(const Leaves& leaves, int64_t x) {
-  int64_t idx = 0;
-  for (const LeafMode& l : leaves) {
-    idx += (x % l.extent) * l.stride;
-    x /= l.extent;
-  }
-  return idx;
-}
 
 // dst slot -> src slot for every coordinate of a tile of the given extents.
 std::map<int64_t, int64_t> expected(const ModeLeaves& src, int64_t sb, const ModeLeaves& dst, int64_t db,

@@ -15,6 +15,7 @@
 #include "tiled/geometry.hpp"
 
 using sw::IntTree;
+using sw::tiled::index_of;
 using sw::Layout;
 using sw::LeafMode;
 using sw::tiled::Association;
@@ -28,15 +29,6 @@ using swtest::N;
 namespace {
 
 using Rule = Incompatible::Rule;
-
-int64_t index_of(const std::vector<LeafMode>& leaves, int64_t x) {
-  int64_t idx = 0;
-  for (const LeafMode& l : leaves) {
-    idx += (x % l.extent) * l.stride;
-    x /= l.extent;
-  }
-  return idx;
-}
 
 // Index of full coordinate x (one flat ordinal per top-level mode).
 int64_t index_at(const Layout& l, const std::vector<int64_t>& x) {

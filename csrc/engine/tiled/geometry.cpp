@@ -17,16 +17,6 @@ int64_t checked_product(const std::vector<int64_t>& v, int64_t start = 1) {
   return p;
 }
 
-// Index of the colexicographic ordinal x over leaves.
-int64_t index_of(const Leaves& leaves, int64_t x) {
-  int64_t idx = 0;
-  for (const LeafMode& l : leaves) {
-    idx += (x % l.extent) * l.stride;
-    x /= l.extent;
-  }
-  return idx;
-}
-
 // Mode i of l as its own leaf list.
 Leaves mode_leaves(const Layout& l, size_t i) {
   return Layout(IntTree::node({l.shape().children[i]}), IntTree::node({l.stride().children[i]})).leaves();
@@ -71,6 +61,15 @@ const char* to_string(GeometryKind k) {
     case GeometryKind::Explicit: return "layout";
   }
   return "?";
+}
+
+int64_t index_of(const Leaves& leaves, int64_t x) {
+  int64_t idx = 0;
+  for (const LeafMode& l : leaves) {
+    idx += (x % l.extent) * l.stride;
+    x /= l.extent;
+  }
+  return idx;
 }
 
 std::string tuple_text(const std::vector<int64_t>& v) {

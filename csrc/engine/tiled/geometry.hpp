@@ -149,6 +149,10 @@ class Geometry {
 // slots exactly when these agree.
 Leaves normal_form(const ModeLeaves& w);
 
+// The index the colexicographic ordinal x reaches over leaves (first leaf
+// fastest).
+int64_t index_of(const Leaves& leaves, int64_t x);
+
 // Python-tuple text of extents: "(2, 3)", "(4,)".
 std::string tuple_text(const std::vector<int64_t>& v);
 

@@ -8,15 +8,6 @@ namespace sw::tiled {
 
 namespace {
 
-int64_t index_of(const Leaves& leaves, int64_t x) {
-  int64_t idx = 0;
-  for (const LeafMode& l : leaves) {
-    idx += (x % l.extent) * l.stride;
-    x /= l.extent;
-  }
-  return idx;
-}
-
 using Rule = Refusal::Rule;
 
 }  // namespace
@@ -74,6 +65,25 @@ void Planner::move_tile(int64_t k, Source from, Place to, int64_t to_base, bool 
   }
 }
 
+void Planner::promote_tile(int64_t k, Plan* out) const {
+  const bool implicit = r_.location(k) == Location::Implicit;
+  out->reg.writes.push_back(k);
+  out->fresh.push_back(k);
+  out->reg.changes.push_back({k, Location::Primary, implicit, nullptr, true});
+  Unit u;
+  if (!implicit) {
+    move_tile(k, source_of(g_, r_, k), Place::Fresh, 0, true, &u);
+  } else {
+    Step z;
+    z.dst = Place::Fresh;
+    z.tile = k;
+    z.count = g_.tile_size();
+    z.zero = true;
+    u.push_back(z);
+  }
+  out->units.push_back(std::move(u));
+}
+
 void Planner::copy_tile(int64_t k, Place src, const ModeLeaves& sa, int64_t sb, Place dst, const ModeLeaves& da,
                         int64_t db, bool add, Unit* u) const {
   Step s;
@@ -129,26 +139,10 @@ Refusal Planner::residency(const std::vector<int64_t>& tiles, bool promote, Plan
     for (int64_t k : tiles)
       if (!r_.valid(k)) return {Rule::Invalid, k};
   out->reg.kind = Request::Kind::Residency;
-  const int64_t T = g_.tile_size();
   for (int64_t k : tiles) {
     const Location loc = r_.location(k);
     if (promote) {
-      if (loc != Location::Secondary && loc != Location::Implicit) continue;
-      out->reg.writes.push_back(k);
-      out->fresh.push_back(k);
-      out->reg.changes.push_back({k, Location::Primary, loc == Location::Implicit, nullptr, true});
-      Unit u;
-      if (loc == Location::Secondary) {
-        move_tile(k, source_of(g_, r_, k), Place::Fresh, 0, true, &u);
-      } else {
-        Step z;
-        z.dst = Place::Fresh;
-        z.tile = k;
-        z.count = T;
-        z.zero = true;
-        u.push_back(z);
-      }
-      out->units.push_back(std::move(u));
+      if (loc == Location::Secondary || loc == Location::Implicit) promote_tile(k, out);
     } else {
       if (loc != Location::Primary) continue;
       out->reg.writes.push_back(k);
@@ -266,21 +260,7 @@ void Planner::policy(const std::vector<int64_t>& promote, const std::vector<int6
     // A tile another pending request changes is its business; one this
     // request already changes is planned.
     if (r_.writer(k) || !planned.insert(k).second) continue;
-    out->reg.writes.push_back(k);
-    out->fresh.push_back(k);
-    out->reg.changes.push_back({k, Location::Primary, loc == Location::Implicit, nullptr, true});
-    Unit u;
-    if (loc == Location::Secondary) {
-      move_tile(k, source_of(g_, r_, k), Place::Fresh, 0, true, &u);
-    } else {
-      Step z;
-      z.dst = Place::Fresh;
-      z.tile = k;
-      z.count = g_.tile_size();
-      z.zero = true;
-      u.push_back(z);
-    }
-    out->units.push_back(std::move(u));
+    promote_tile(k, out);
   }
   out->reg.retains.insert(out->reg.retains.end(), retain.begin(), retain.end());
 }

@@ -135,6 +135,9 @@ class Planner {
                  bool add, Unit* u) const;
 
  private:
+  // Secondary or implicit tile k onto a fresh packed buffer (read or zeroed).
+  void promote_tile(int64_t k, Plan* out) const;
+
   const Geometry& g_;
   const Residency& r_;
 };

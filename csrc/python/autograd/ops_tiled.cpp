@@ -67,6 +67,17 @@ void spy(const char* purpose) {
   if (!p || PyList_Append(l.get(), p.get()) < 0) PyErr_Clear();
 }
 
+// A request reading every tile of te, with the residency policy's plan for
+// purpose folded in (its evictions in *pol). 0 / -1.
+int plan_read_all(PyObject* te, const char* purpose, T::Plan* p, PolicyPlan* pol) {
+  TiledState& s = tiled_state(te);
+  if (tiled_consult(te, purpose, {}, true, pol) < 0 || tiled_check_live(te) < 0) return -1;
+  const T::Planner planner(s.geom, s.res);
+  if (T::Refusal why = planner.read_all(p)) return tiled_raise_refusal(te, why, "it holds no value"), -1;
+  planner.policy(pol->promote, pol->retain, p);
+  return 0;
+}
+
 // Every tile of te's full tensor with association a copied, physically,
 // into slot base(k) of a fresh carrier of the primary's class (implicit
 // tiles zero), while a request reading every tile holds them. purpose: what
@@ -75,11 +86,9 @@ PyObject* dense_copy(PyObject* te, const char* purpose) {
   spy(purpose);
   TiledState& s = tiled_state(te);
   PolicyPlan pol;
-  if (tiled_consult(te, purpose, {}, true, &pol) < 0 || tiled_check_live(te) < 0) return nullptr;
-  const T::Planner planner(s.geom, s.res);
   T::Plan p;
-  if (T::Refusal why = planner.read_all(&p)) return tiled_raise_refusal(te, why, "it holds no value"), nullptr;
-  planner.policy(pol.promote, pol.retain, &p);
+  if (plan_read_all(te, purpose, &p, &pol) < 0) return nullptr;
+  const T::Planner planner(s.geom, s.res);
   const bool implicit = s.res.count(T::Location::Implicit) > 0;
   Ref dest = Ref::steal(carrier_allocate_like(s.proto.get(), s.geom.slots(), true, nullptr, !implicit));
   if (!dest) return nullptr;
@@ -554,13 +563,9 @@ void record_read(PyObject* secondary, int64_t start, bool ok) {
 
 TileReader* tile_reader_open(PyObject* te, const char* purpose) {
   if (tiled_check_live(te) < 0) return nullptr;
-  TiledState& s = tiled_state(te);
   PolicyPlan pol;
-  if (tiled_consult(te, purpose, {}, true, &pol) < 0 || tiled_check_live(te) < 0) return nullptr;
-  const T::Planner planner(s.geom, s.res);
   T::Plan p;
-  if (T::Refusal why = planner.read_all(&p)) return tiled_raise_refusal(te, why, "it holds no value"), nullptr;
-  planner.policy(pol.promote, pol.retain, &p);
+  if (plan_read_all(te, purpose, &p, &pol) < 0) return nullptr;
   TiledRequest* req = tiled_register(te, std::move(p));
   if (!req) return nullptr;
   req->evict = std::move(pol.evict);
