@@ -177,9 +177,9 @@ def main():
         print(f"{n:8d} {d['evict']:9.4f} {d['promote']:10.4f} {d['evict'] / n * 1e6:14.3f} "
               f"{d['promote'] / n * 1e6:16.3f}")
     print("\n## construction over empty tiers (child per size; target 2^24 tiles <= 0.2 s, <= 64 MiB)")
-    print(f"{'tiles':>8s} {'median s':>9s} {'peak RSS growth MiB':>20s}")
+    print(f"{'tiles':>8s} {'median us':>10s} {'peak RSS growth MiB':>20s}")
     for e, d in construction([20, 22, 24], repeat).items():
-        print(f"{'2^' + str(e):>8s} {d['s']:9.5f} {d['bytes'] / 2 ** 20:20.2f}")
+        print(f"{'2^' + str(e):>8s} {d['s'] * 1e6:10.1f} {d['bytes'] / 2 ** 20:20.2f}")
 
 
 if __name__ == "__main__":
