@@ -12,6 +12,11 @@ Cases
               ndarray.__dlpack__ on a 32x32 float32 array (as bench_dlpack.py);
               per-call time of a batch of calls, capsule dropped each call
   import      np.from_dlpack(t) vs np.from_dlpack(ndarray)
+  from        (also --only import; benchmarks/import_compare.py)
+              strideweave.from_dlpack of an ndarray, a torch tensor (C
+              exchange API) and a JAX array vs np.from_dlpack of the same,
+              the exchange path vs the capsule path, the NumPy round trip,
+              and RSS/refcounts after 1e6 import/drop cycles (1e5 --quick)
   move        CPU->CPU of a 256 MiB span, contiguous and strided (every other
               slot), vs np.copyto on the same views. Both destinations are
               already faulted in; each move gets a fresh filled source
@@ -105,19 +110,24 @@ def cpu_faulted(n):
     return c
 
 
-def batch_pair(ours, theirs, number, repeat):
-    """Medians of per-call times over `repeat` interleaved batches."""
+def batch_pair(ours, theirs, number, repeat, alternate=False):
+    """Medians of per-call times over `repeat` interleaved batches. With
+    alternate, every other round runs theirs first: the batch that runs
+    first in a round pays a few percent more (measured on the JAX import
+    rows), so fixed order favours the second."""
     so, st = [], []
-    for _ in range(repeat):
+    for r in range(repeat):
+        first, second = (theirs, ours) if alternate and r % 2 else (ours, theirs)
         t0 = ns()
         for _ in range(number):
-            ours()
+            first()
         t1 = ns()
         for _ in range(number):
-            theirs()
+            second()
         t2 = ns()
-        so.append((t1 - t0) / number)
-        st.append((t2 - t1) / number)
+        a, b = (t1 - t0) / number, (t2 - t1) / number
+        so.append(b if first is theirs else a)
+        st.append(a if first is theirs else b)
     return statistics.median(so), statistics.median(st)
 
 
@@ -183,7 +193,8 @@ def main(argv=None):
     ap.add_argument("--only-tensorstore", action="store_true", help="run only the TensorStore carrier rows")
     ap.add_argument("--s3-mib", type=int, default=64, help="size of the loopback S3 TensorStore case in MiB (0: skip)")
     ap.add_argument("--only-tiled", action="store_true", help="run only the TiledEvictable rows (tiled_compare.py)")
-    ap.add_argument("--only", choices=["data"], help="run only this case group (seconds instead of a minute)")
+    ap.add_argument("--only", choices=["data", "import"],
+                    help="run only this case group (seconds instead of a minute)")
     args = ap.parse_args(argv)
     rep = 3 if args.quick else args.repeat
     small_number, small_repeat = (2000, 5) if args.quick else (20000, 15)
@@ -239,6 +250,14 @@ def main(argv=None):
     add("t.__dlpack__(max_version=(1,0))  vs ndarray", o, p, "<= 1.0")
     o, p = batch_pair(lambda: np.from_dlpack(t), lambda: np.from_dlpack(a), small_number, small_repeat)
     add("np.from_dlpack(t)  vs np.from_dlpack(ndarray)", o, p, "<= 1.1")
+
+    # ---------------------------------------------------------- import (from_dlpack)
+    import import_compare  # benchmarks/import_compare.py
+
+    import_compare.rows(add, args.quick)
+    if args.only == "import":
+        report(rows, [], rep, small_number, small_repeat)
+        return 0
 
     # ---------------------------------------------------------- data in/out
     data_rows(add, rep)

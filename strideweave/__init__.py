@@ -101,7 +101,7 @@ __all__ = [
     "Carrier", "CPU", "Generic", "FileBacked", "Evictable", "Metal",
     "TiledEvictable", "TileSelection", "TileSet", "TileState", "ResidencyPlan", "ResidencyPolicy",
     # tensors
-    "Tensor", "tensor", "Subtensor", "TensorRepresentation",
+    "Tensor", "tensor", "from_dlpack", "Subtensor", "TensorRepresentation",
     # autograd and operations
     "Operation", "AddOperation", "MulOperation", "ReluOperation", "ReduceSumOperation", "BroadcastToOperation",
     "add", "mul", "relu", "reduce_sum", "broadcast_to", "no_grad", "is_grad_enabled", "set_grad_enabled",

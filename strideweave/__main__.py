@@ -1,8 +1,10 @@
 """``python -m strideweave``: the demo, in about twenty lines of output.
 
 1. builds a tensor from NumPy data (``strideweave.tensor``, one native copy);
-2. hands it to NumPy, PyTorch and JAX without copying (pointer equality;
-   PyTorch and JAX are optional and skipped with a note when missing);
+2. hands it to NumPy, PyTorch and JAX without copying, and takes a NumPy
+   array, a torch tensor and a JAX array back the same way
+   (``strideweave.from_dlpack``; pointer equality; PyTorch and JAX are
+   optional and skipped with a note when missing);
 3. moves it out of core into a file (``FileBacked``) and back, both moves
    asynchronous while the host keeps computing;
 4. runs a backward pass through both moves;
@@ -13,14 +15,26 @@
 ``python -m strideweave --version`` prints the installed version.
 """
 import argparse
+import importlib
 import json
 import os
 import sys
 import tempfile
 import time
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import strideweave as sw
+
+
+def _optional(name: str, label: str, pip_name: str) -> "tuple[Any, str]":
+    """(the module, "") or (None, the line that says why it is skipped)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None, f"{label}: not installed, skipped (pip install {pip_name})"
+    except Exception as e:  # installed but broken: the demo goes on
+        return None, f"{label}: import failed ({type(e).__name__}), skipped"
+    return module, ""
 
 
 def _zero_copy_lines(x: sw.Tensor) -> Iterator[str]:
@@ -31,23 +45,48 @@ def _zero_copy_lines(x: sw.Tensor) -> Iterator[str]:
     import numpy as np
 
     yield f"NumPy  np.from_dlpack(x):    same memory={np.from_dlpack(x).ctypes.data == ptr}"
-    try:
-        import torch
-        import torch.utils.dlpack
-    except ImportError:
-        yield "PyTorch: not installed, skipped (pip install torch)"
-    except Exception as e:  # installed but broken: the demo goes on
-        yield f"PyTorch: import failed ({type(e).__name__}), skipped"
+    torch, skipped = _optional("torch.utils.dlpack", "PyTorch", "torch")
+    if torch is None:
+        yield skipped
     else:
-        yield f"PyTorch torch.from_dlpack(x): same memory={torch.utils.dlpack.from_dlpack(x).data_ptr() == ptr}"
-    try:
-        import jax.numpy as jnp
-    except ImportError:
-        yield "JAX: not installed, skipped (pip install jax)"
-    except Exception as e:
-        yield f"JAX: import failed ({type(e).__name__}), skipped"
+        yield f"PyTorch torch.from_dlpack(x): same memory={torch.from_dlpack(x).data_ptr() == ptr}"
+    jnp, skipped = _optional("jax.numpy", "JAX", "jax")
+    if jnp is None:
+        yield skipped
     else:
         yield f"JAX    jnp.from_dlpack(x):   same memory={jnp.from_dlpack(x).unsafe_buffer_pointer() == ptr}"
+
+
+def _import_lines() -> Iterator[str]:
+    """The way back: strideweave.from_dlpack views each library's array in
+    place (one line per producer)."""
+    import numpy as np
+
+    b = np.arange(6, dtype=np.float32).reshape(2, 3)[:, 1:]
+    v = sw.from_dlpack(b)
+    yield (f"NumPy  sw.from_dlpack(b[:, 1:]): same memory={_pointer(v) == b.ctypes.data}, "
+           f"{v.layout!r}")
+    torch, skipped = _optional("torch", "PyTorch", "torch")
+    if torch is None:
+        yield skipped
+    else:
+        t = torch.arange(10, dtype=torch.float32)[4:]
+        yield (f"PyTorch sw.from_dlpack(t[4:]): same memory={_pointer(sw.from_dlpack(t)) == t.data_ptr()} "
+               "(PyTorch's DLPack C exchange API, no capsule)")
+    jnp, skipped = _optional("jax.numpy", "JAX", "jax")
+    if jnp is None:
+        yield skipped
+    else:
+        j = jnp.arange(4, dtype=jnp.float32)
+        v = sw.from_dlpack(j)
+        yield (f"JAX    sw.from_dlpack(j):      same memory={_pointer(v) == j.unsafe_buffer_pointer()}, "
+               f"read-only={not v.is_mutable()} (JAX arrays are immutable)")
+
+
+def _pointer(t: sw.Tensor) -> int:
+    carrier = t.carrier
+    assert isinstance(carrier, sw.CPU)
+    return carrier.pointer()
 
 
 def _busy(seconds: float) -> int:
@@ -100,6 +139,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for line in _zero_copy_lines(x):
             print("  " + line)
         # (the views above are gone: a move releases the storage they alias)
+        print("and back, without a copy (sw.from_dlpack):")
+        for line in _import_lines():
+            print("  " + line)
 
         pending = sw.move_async(x, sw.FileBacked(dtype=sw.DType.Float32))
         work = _busy(0.02)

@@ -49,6 +49,14 @@ class ProfilerAverage:
         return self.total_duration_ns / self.count if self.count else 0.0
 
 
+def _plain_shapes(shapes: Optional[tuple[Any, ...]]) -> Optional[tuple[Any, ...]]:
+    """Recorded input shapes as plain nested tuples of ints (``((2,),)``):
+    a record is data, detached from the library's Shape type."""
+    if shapes is None:
+        return None
+    return tuple(s.top_level if hasattr(s, "top_level") else s for s in shapes)
+
+
 def _type_name(t: Any) -> str:
     return "-" if t is None else getattr(t, "__name__", str(t))
 
@@ -94,7 +102,7 @@ class profile:
                 name=r[2],
                 carrier_type=r[3],
                 implementation_type=r[4],
-                input_shapes=r[5],
+                input_shapes=_plain_shapes(r[5]),
                 start_time_ns=r[6],
                 duration_ns=r[7],
                 self_time_ns=max(0, r[7] - child_time.get(r[0], 0)),
@@ -160,7 +168,7 @@ class profile:
                     "carrier_type": _type_name(e.carrier_type),
                     "implementation_type": _type_name(e.implementation_type),
                     "succeeded": e.succeeded,
-                    "input_shapes": [repr(s) for s in e.input_shapes] if e.input_shapes else None}
+                    "input_shapes": list(e.input_shapes) if e.input_shapes else None}
             common = {"name": e.name, "pid": pid, "tid": tids[e.thread_id]}
             if e.name == "move.complete":
                 # Correlated with its submission by id (= the submit event's id).

@@ -20,3 +20,20 @@ class FakeMetalRuntime:
 
 def install_fake_metal_runtime() -> FakeMetalRuntime: ...
 def remove_metal_runtime() -> None: ...
+
+# The counting DLPack producer (csrc/python_testing/dlpack_producer.cpp).
+def dlpack_capsule(
+    data: bytes | bytearray | memoryview,
+    shape: tuple[int, ...] | list[int],
+    strides: tuple[int, ...] | list[int] | None = None,
+    *,
+    dtype: tuple[int, int, int] = (2, 32, 1),
+    byte_offset: int = 0,
+    device: tuple[int, int] = (1, 0),
+    versioned: bool = True,
+    flags: int = 0,
+    major: int = 1,
+) -> object: ...
+def dlpack_exchange_api(*, api_minor: int = 3, tensor_major: int = 1, fails: bool = False) -> object: ...
+def dlpack_deleted() -> int: ...
+def dlpack_report_deletions(fd: int, /) -> None: ...

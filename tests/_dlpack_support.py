@@ -187,3 +187,68 @@ class TypedCarrier(sw.Carrier):
 
     def dlpack_info(self):
         return {"pointer": self._pointer, "device_type": 1, "device_id": 0}
+
+
+# ------------------------------------------------------------ import (from_dlpack)
+
+IS_COPIED = 2
+
+
+def producer_capsule(values, shape, strides=None, *, np_dtype="float32", **kw):
+    """A capsule of strideweave._testing's counting producer over a private
+    copy of values (numpy dtype np_dtype); kw as dlpack_capsule takes."""
+    import numpy as np
+
+    from strideweave import _testing
+
+    return _testing.dlpack_capsule(np.asarray(values, np_dtype).tobytes(), shape, strides, **kw)
+
+
+def deleted():
+    """Deleter calls of the counting producer so far."""
+    from strideweave import _testing
+
+    return _testing.dlpack_deleted()
+
+
+class Producer:
+    """An object with __dlpack__ over the counting producer. Records the
+    keyword arguments of every call; answers versioned or legacy as
+    max_version asks. ``when_host`` (keyword arguments for dlpack_capsule)
+    replaces the capsule's settings when dl_device=(1, 0) is asked for (a
+    device producer that can copy to the host)."""
+
+    def __init__(self, values, shape, strides=None, *, np_dtype="float32", when_host=None, **kw):
+        self.args = (values, shape, strides)
+        self.np_dtype = np_dtype
+        self.kw = kw
+        self.when_host = when_host
+        self.calls = []
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        call = {k: v for k, v in dict(stream=stream, max_version=max_version, dl_device=dl_device,
+                                      copy=copy).items() if v is not None}
+        self.calls.append(call)
+        kw = dict(self.kw)
+        if dl_device is not None and self.when_host is not None:
+            kw.update(self.when_host)
+        kw.setdefault("versioned", max_version is not None and max_version[0] >= 1)
+        return producer_capsule(*self.args, np_dtype=self.np_dtype, **kw)
+
+    def __dlpack_device__(self):
+        return self.kw.get("device", (1, 0))
+
+
+class LegacyProducer:
+    """A producer from before max_version: __dlpack__ takes no arguments
+    (any keyword is a TypeError) and returns a legacy capsule."""
+
+    def __init__(self, values, shape, strides=None, *, np_dtype="float32", **kw):
+        self.args = (values, shape, strides)
+        self.np_dtype = np_dtype
+        self.kw = kw
+        self.calls = 0
+
+    def __dlpack__(self):
+        self.calls += 1
+        return producer_capsule(*self.args, np_dtype=self.np_dtype, versioned=False, **self.kw)

@@ -1,5 +1,6 @@
 """DLPack export (spec interop-movement, "DLPack export produces version 1.0"
-through "DLPack is export-only"; API.md section 7).
+through "DLPack is export-only", whose import half from_dlpack now replaces;
+API.md section 7).
 
 One test per spec scenario, named after it, plus argument validation, the
 check order, custom Python carriers, struct-level inspection through ctypes
@@ -694,10 +695,12 @@ def test_reject_a_multi_subtensor_export():
     assert sys.getrefcount(t) == refs
 
 
-# ------------------------------------------------------ export-only
+# ------------------------------------------------------ the one way in
 
 
-def test_offer_no_adoption_path():
+def test_from_dlpack_is_the_only_adoption_path():
+    """DLPack import is strideweave.from_dlpack and nothing else: no other
+    public name mentions DLPack, and no constructor consumes a capsule."""
     import strideweave.carriers
     import strideweave.core
 
@@ -705,7 +708,8 @@ def test_offer_no_adoption_path():
     cap = t.__dlpack__()
     for mod in [sw, sw._core, strideweave.core, strideweave.carriers]:
         names = [n for n in dir(mod) if "dlpack" in n.lower()]
-        assert names == [], (mod, names)
+        assert names == (["from_dlpack"] if mod in (sw, sw._core) else []), (mod, names)
+    assert sw.from_dlpack is sw._core.from_dlpack
     for cls in [sw.Tensor, sw.Carrier, sw.CPU]:
         assert not any("from_dlpack" in n for n in dir(cls)), cls
     with pytest.raises(TypeError):

@@ -1,6 +1,7 @@
 """The first five minutes: the source package finds the installed compiled
 core when run from a clone's root, and the demo runs."""
 import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
@@ -74,6 +75,7 @@ def _check_demo_output(out):
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert "NumPy  np.from_dlpack(x):    same memory=True" in text
+    assert "NumPy  sw.from_dlpack(b[:, 1:]): same memory=True" in text  # the way back
     assert "equal to a: True" in text and "values intact: True" in text
     assert "backward through both moves" in text and "move.complete" in text
     assert len(text.splitlines()) <= 25
@@ -116,7 +118,12 @@ def test_the_demo_runs_from_the_clone_root():
     # python -m strideweave from the repository root, as the README says;
     # with STRIDEWEAVE_BUILD set (development) the build directory's core is
     # used, else the installed one.
-    _check_demo_output(_run_demo(_demo_env()))
+    out = _run_demo(_demo_env())
+    _check_demo_output(out)
+    if importlib.util.find_spec("torch") is not None:
+        assert "PyTorch sw.from_dlpack(t[4:]): same memory=True" in out.stdout
+    if importlib.util.find_spec("jax") is not None:
+        assert "JAX    sw.from_dlpack(j):      same memory=True, read-only=True" in out.stdout
 
 
 def test_the_readme_command_uses_the_installed_core_from_the_clone_root():

@@ -116,11 +116,21 @@ def test_reject_an_empty_primary():
     assert_unowned(p, s)
 
 
-def test_reject_a_secondary_smaller_than_the_primary():
-    p, s = cpu([1.0, 2.0, 3.0]), sw.CPU(2)
-    with pytest.raises(ValueError, match="too small"):
-        sw.Evictable(p, s)
-    assert_unowned(p, s)
+def test_a_secondary_smaller_than_the_primary_is_accepted_and_replaced_by_eviction():
+    p, s = cpu([1.0, 2.0, 3.0]), cpu([9.0, 9.0])
+    ev = sw.Evictable(p, s)
+    assert ev.secondary is s and s.is_owned()
+    ev.evict()
+    fresh = ev.secondary
+    assert fresh is not s and type(fresh) is sw.CPU and fresh.size() == 3 and fresh.is_owned()
+    assert fresh._is_mutable()  # a fresh mutable secondary (allocate_like)
+    assert slots(fresh) == [1.0, 2.0, 3.0]
+    # The replaced secondary is relinquished and released.
+    assert s.is_released() and not s.is_owned()
+    ev.promote()
+    assert slots(ev) == [1.0, 2.0, 3.0]
+    ev.evict()  # the fresh secondary fits now: no second replacement
+    assert ev.secondary is fresh
 
 
 def test_reject_a_tier_route_pinned_to_other_classes():
@@ -406,13 +416,67 @@ def test_a_failed_primary_allocation_stays_evicted():
     assert type(ev.primary) is Flaky and slots(ev) == [1.0, 2.0]
 
 
-def test_a_secondary_that_cannot_grow_fails_eviction_and_stays_promoted():
-    # An empty secondary that cannot grow: eviction fails, nothing changes.
-    ev = sw.Evictable(cpu([1.0, 2.0]), sw.CPU(0))
-    with pytest.raises(ValueError, match="too small"):
+def test_an_empty_secondary_that_cannot_grow_is_replaced_by_eviction():
+    s = sw.CPU(0)
+    ev = sw.Evictable(cpu([1.0, 2.0]), s)
+    ev.evict()
+    assert ev.is_evicted() and ev.secondary is not s and slots(ev.secondary) == [1.0, 2.0]
+    assert s.is_released() and not s.is_owned()
+    ev.promote()
+    assert slots(ev) == [1.0, 2.0]
+
+
+def test_an_empty_secondary_that_can_grow_is_kept():
+    s = sw.FileBacked(dtype=F32)
+    ev = sw.Evictable(cpu([1.0, 2.0]), s)
+    ev.evict()
+    assert ev.secondary is s and s.size() == 2 and slots(s) == [1.0, 2.0]
+
+
+class Replacing(sw.CPU):
+    """A secondary class whose allocate_like (the replacement) can fail and
+    whose fresh instances are recorded."""
+    fail = False
+    made = []
+
+    def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
+        if Replacing.fail:
+            raise MemoryError("no room for a secondary")
+        fresh = super().allocate_like(size, mutable=mutable, dtype=dtype, empty=empty)
+        Replacing.made.append(fresh)
+        return fresh
+
+
+def test_a_failed_replacement_leaves_everything_as_it_was_and_can_be_retried():
+    p, s = cpu([1.0, 2.0, 3.0]), cpu([7.0], cls=Replacing)
+    ev = sw.Evictable(p, s)
+    Replacing.fail, Replacing.made = True, []
+    with pytest.raises(MemoryError, match="no room for a secondary"):
         ev.evict()
-    assert not ev.is_evicted() and slots(ev) == [1.0, 2.0]
-    assert not ev.primary.is_released()
+    assert not ev.is_evicted() and ev.primary is p and ev.secondary is s
+    assert slots(ev) == [1.0, 2.0, 3.0] and slots(s) == [7.0]
+    assert p.is_owned() and s.is_owned() and not ev.is_owned()
+    Replacing.fail = False
+    ev.evict()
+    assert ev.is_evicted() and ev.secondary is Replacing.made[0] and slots(ev.secondary) == [1.0, 2.0, 3.0]
+    assert s.is_released()
+
+
+def test_a_failed_copy_into_the_replacement_releases_it_and_keeps_the_tiers():
+    p, s = cpu([1.0, 2.0], cls=SrcCPU), cpu([7.0], cls=Replacing)
+    ev = sw.Evictable(p, s)
+    Replacing.fail, Replacing.made = False, []
+    with sw.registered_move_operation(SrcCPU, Replacing, failing(sw.MoveOperation, OSError("disk full"))):
+        with pytest.raises(OSError, match="disk full"):
+            ev.evict()
+        assert not ev.is_evicted() and ev.primary is p and ev.secondary is s
+        assert slots(ev) == [1.0, 2.0] and slots(s) == [7.0] and s.is_owned() and not s.is_released()
+        # The replacement made for this attempt was given up again.
+        (attempt,) = Replacing.made
+        assert attempt.is_released() and not attempt.is_owned()
+    ev.evict()  # the failure was the route's: retried with the default route
+    assert ev.is_evicted() and slots(ev.secondary) == [1.0, 2.0] and s.is_released()
+    assert ev.secondary is Replacing.made[1]
 
 
 # ------------------------------------------------------------ release, GC
@@ -436,18 +500,25 @@ def test_release_relinquishes_and_releases_both_tiers(evicted):
         ev[0]
 
 
-def test_dropping_an_evictable_releases_its_tiers():
-    ev, p, s = make()
-    path = s.path if hasattr(s, "path") else None
-    ev.evict()
-    if path is not None:
-        assert path.exists()
+@pytest.mark.parametrize("evicted", [False, True])
+def test_dropping_an_unreleased_evictable_gives_its_tiers_back_live(evicted):
+    ev, p, s = make([1.0, 2.0, 3.0, 4.0])
+    if evicted:
+        ev.evict()
+    primary = ev.primary
     ref = weakref.ref(ev)
     del ev
     assert ref() is None
-    assert s.is_released() and not s.is_owned()
-    if path is not None:
-        assert not path.exists()
+    assert not p.is_owned() and not s.is_owned()
+    holder = s if evicted else p  # the tier holding the values
+    assert not holder.is_released() and holder.is_mutable()
+    assert slots(holder) == [1.0, 2.0, 3.0, 4.0]
+    holder[0] = -1.0  # usable by the caller
+    assert holder[0] == -1.0
+    if evicted:
+        assert primary.is_released() and s.path.exists()  # the file is the secondary's, still live
+    else:
+        assert not s.is_released()
 
 
 def test_an_evictable_in_a_reference_cycle_is_collected():
@@ -461,7 +532,8 @@ def test_an_evictable_in_a_reference_cycle_is_collected():
     del ev
     gc.collect()
     assert ref() is None
-    assert p.is_released() and s.is_released() and not p.is_owned()
+    assert not p.is_released() and not s.is_released() and not p.is_owned() and not s.is_owned()
+    assert slots(p) == [1.0] and p.is_mutable()
 
 
 def test_gc_sees_the_tiers():
@@ -483,6 +555,21 @@ def test_new_like_and_allocate_like_build_fresh_evictables():
     assert slots(a) == [0.0, 0.0, 0.0] and a.dtype() == F32
     ev.release()
     assert slots(ev.allocate_like(1)) == [0.0]
+
+
+@pytest.mark.parametrize("secondary", [lambda: sw.FileBacked(dtype=F32), lambda: sw.CPU(4)],
+                         ids=["FileBacked", "CPU"])
+@pytest.mark.parametrize("how", ["new_like", "allocate_like"])
+def test_like_leaves_the_secondary_empty_until_the_first_eviction(secondary, how):
+    ev = sw.Evictable(cpu([1.0, 2.0, 3.0, 4.0]), secondary())
+    n = ev.new_like([5.0, 6.0, 7.0]) if how == "new_like" else ev.allocate_like(3)
+    expected = [5.0, 6.0, 7.0] if how == "new_like" else [0.0, 0.0, 0.0]
+    assert n.primary.size() == 3 and n.secondary.size() == 0
+    assert type(n.secondary) is type(ev.secondary)
+    n.evict()  # grows (FileBacked) or replaces (CPU) the empty secondary
+    assert n.is_evicted() and n.secondary.size() == 3 and slots(n.secondary) == expected
+    n.promote()
+    assert slots(n) == expected
 
 
 # ------------------------------------------------------------ public movement

@@ -570,7 +570,7 @@ def test_profile_an_asynchronous_route_move():
     route_cls = submit.implementation_type
     assert complete.implementation_type is route_cls and route_cls.route_id == "host-to-packed"
     assert issubclass(route_cls, sw.MoveOperation)
-    assert submit.input_shapes == (sw.Shape([2]),)
+    assert submit.input_shapes == ((2,),)
     assert complete.start_time_ns + complete.duration_ns >= submit.start_time_ns + submit.duration_ns
 
 

@@ -455,3 +455,16 @@ def test_a_registered_edge_makes_a_metal_subclass_hierarchy_usable(fake):
             ev.evict()
             ev.promote()
             assert type(ev.primary) is SubMetal
+
+
+@pytest.mark.parametrize("args,kwargs,exc,fragment", [
+    ((-1,), {}, ValueError, "Metal size must be non-negative"),
+    ((True,), {}, TypeError, "size must be an int, not bool"),
+    (("4",), {}, TypeError, "integer"),
+    ((4,), {"dtype": "Float32"}, TypeError, "Metal dtype must be a DType, not str"),
+    ((4,), {"dtype": sw.DType.Float64}, ValueError, "Metal does not support dtype DType.Float64"),
+    ((4,), {"dtype": sw.DType.Floating}, ValueError, "Metal does not support dtype"),
+])
+def test_construction_checks_its_arguments_before_requiring_macos(args, kwargs, exc, fragment):
+    with pytest.raises(exc, match=fragment):
+        sw.Metal(*args, **kwargs)

@@ -32,7 +32,7 @@ def test_blocking_move_records_submit_and_complete():
     assert submit.carrier_type is sw.CPU and complete.carrier_type is sw.CPU
     assert submit.implementation_type is sw.CpuToFileBackedMoveOperation
     assert complete.implementation_type is sw.CpuToFileBackedMoveOperation
-    assert submit.input_shapes == (sw.Shape([2]),)
+    assert submit.input_shapes == ((2,),)
     assert complete.duration_ns >= 0 and submit.duration_ns >= 0
     # Moves are not operation events: nothing else was recorded.
     assert len(p.events()) == 2

@@ -398,8 +398,8 @@ def test_each_operation_records_one_profiler_event():
     assert [e.carrier_type for e in ev] == [CPU, CPU, Generic, Generic, CPU]
     assert [e.implementation_type for e in ev] == [
         sw.AddOperation, sw.MulOperation, sw.ReluOperation, sw.ReduceSumOperation, sw.BroadcastToOperation]
-    assert ev[0].input_shapes == (Shape([2]), Shape([2]))
-    assert ev[1].input_shapes == (Shape([2]),)
+    assert ev[0].input_shapes == ((2,), (2,))
+    assert ev[1].input_shapes == ((2,),)
     assert all(e.succeeded and e.duration_ns >= 0 and e.parent_id is None for e in ev)
 
 

@@ -95,8 +95,8 @@ def test_record_shapes_keeps_operation_and_move_input_shapes():
         y = sw.add(x, x)
         sw.move(y, sw.CPU(3))
     ev = by_name(p)
-    assert ev["add"][0].input_shapes == (sw.Shape([3]), sw.Shape([3]))
-    assert ev["move.submit"][0].input_shapes == (sw.Shape([3]),)
+    assert ev["add"][0].input_shapes == ((3,), (3,))
+    assert ev["move.submit"][0].input_shapes == ((3,),)
     with sw.profile(record_shapes=False) as p:
         y = sw.add(x, x)
         sw.move(y, sw.CPU(3))
@@ -383,3 +383,24 @@ def test_a_profile_dropped_on_its_own_thread_without_exit_ends_safely():
     with sw.profile() as q:
         sw.relu(cpu_tensor([1.0]))
     assert [e.name for e in q.events()] == ["relu"]
+
+
+def test_input_shapes_are_plain_nested_tuples_of_ints(tmp_path):
+    lay = sw.Layout(sw.Shape([2, [3, 2]]), sw.Stride([1, [2, 6]]))
+    x = sw.Tensor(sw.CPU(12), 0, lay)
+    with sw.profile(record_shapes=True) as p:
+        sw.relu(x)
+        sw.move(sw.tensor([1.0, 2.0]), sw.CPU(2))
+    ev = by_name(p)
+    assert ev["relu"][0].input_shapes == ((2, (3, 2)),)
+    assert ev["move.submit"][0].input_shapes == ((2,),)
+
+    def plain(v):
+        return type(v) is int or (type(v) is tuple and all(plain(x) for x in v))
+
+    assert all(plain(e.input_shapes) for e in p.events() if e.input_shapes is not None)
+    path = tmp_path / "trace.json"
+    p.to_chrome_trace(path)
+    import json
+    slices = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "relu"]
+    assert slices[0]["args"]["input_shapes"] == [[2, [3, 2]]]

@@ -303,10 +303,11 @@ def test_reject_a_multi_subtensor_export():
     assert (a.version, b.version, a.is_released(), b.is_released()) == (2, 2, False, False)
 
 
-def test_offer_no_adoption_path():
-    assert not hasattr(sw, "from_dlpack")
+def test_adoption_goes_through_from_dlpack_only():
     with pytest.raises(TypeError):
         sw.Tensor(flat([1.0]).__dlpack__(), 0, sw.Layout(sw.Shape(1), sw.Stride(1)))
+    t = sw.from_dlpack(flat([1.0]).__dlpack__())
+    assert t.tolist() == [1.0]
 
 
 # ------------------------------------------------------------ move

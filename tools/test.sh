@@ -13,7 +13,7 @@ fi
 
 echo "== installing Python test dependencies"
 python -m pip install -q --disable-pip-version-check \
-  "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis "mypy>=2.4" torch==2.13.0 jax tensorstore zarr "moto[server]" apache-tvm-ffi
+  "meson-python>=0.15" "meson>=1.1" ninja "numpy>=2.1" pytest hypothesis "mypy>=2.4" torch==2.13.0 jax tensorstore zarr "moto[server]" apache-tvm-ffi safetensors
 
 echo "== building and installing strideweave"
 # -Dtesting=enabled: the test build adds the test-only extension

@@ -30,9 +30,9 @@ Violation Validator::primary_size(int64_t n) {
   return {};
 }
 
-Violation Validator::secondary_size(int64_t n) const {
-  if (n != 0 && n < slots_) return {Rule::SecondaryTooSmall, Tier::Secondary};
-  return {};
+SecondaryFit fit_secondary(int64_t secondary_size, int64_t slots) {
+  if (secondary_size >= slots) return SecondaryFit::Fits;
+  return secondary_size == 0 ? SecondaryFit::Grow : SecondaryFit::Replace;
 }
 
 Violation Validator::edge(bool metal_tier, bool elementwise_fallback) const {
@@ -60,6 +60,8 @@ void Residency::promoted(int64_t token) {
   primary_token_ = token;
   evicted_ = false;
 }
+
+void Residency::replaced_secondary(int64_t token) { secondary_token_ = token; }
 
 int64_t Residency::take_token(Tier t) {
   int64_t& slot = t == Tier::Primary ? primary_token_ : secondary_token_;

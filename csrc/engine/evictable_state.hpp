@@ -23,7 +23,6 @@ enum class Rule : uint8_t {
   DtypeNotSimple,      // the common dtype is not a built-in simple one
   SecondaryImmutable,  // eviction writes into the secondary
   PrimaryEmpty,
-  SecondaryTooSmall,   // non-empty and smaller than the primary: never grown
   EdgeNotRegistered,   // a Metal tier needs registered operations both ways
 };
 
@@ -46,9 +45,9 @@ class Validator {
   Violation identity(bool same_object, TierFacts primary, TierFacts secondary) const;
   Violation dtypes(bool equal, bool simple) const;
   Violation secondary_mutable(bool is_mutable) const;
-  // Records the primary's size: what promote() allocates.
+  // Records the primary's size: what promote() allocates. The secondary's
+  // size is no construction rule: eviction fits it (fit_secondary).
   Violation primary_size(int64_t n);
-  Violation secondary_size(int64_t n) const;
   // One edge between the tiers: the elementwise fallback is refused when a
   // tier is Metal (its ordering rules need a registered bulk operation).
   Violation edge(bool metal_tier, bool elementwise_fallback) const;
@@ -57,6 +56,14 @@ class Validator {
  private:
   int64_t slots_ = 0;
 };
+
+// What eviction does with a secondary of secondary_size slots for a primary
+// of slots: copy into it (Fits), grow it first (Grow: it is empty; when it
+// cannot grow it is replaced), or replace it with a fresh carrier of its
+// class (Replace: non-empty and too small; the replaced one is released once
+// the eviction succeeded).
+enum class SecondaryFit : uint8_t { Fits, Grow, Replace };
+SecondaryFit fit_secondary(int64_t secondary_size, int64_t slots);
 
 // The state of a constructed Evictable.
 class Residency {
@@ -79,6 +86,8 @@ class Residency {
   void reclaimed_primary(int64_t token);
   // promote(): a fresh primary claimed with token holds the values.
   void promoted(int64_t token);
+  // evict() replaced the secondary with a fresh one claimed with token.
+  void replaced_secondary(int64_t token);
   // release() / collection: the token held on t, forgotten (0: none).
   int64_t take_token(Tier t);
 

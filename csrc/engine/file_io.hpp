@@ -20,4 +20,14 @@ void file_write_span(FileStorage& f, int64_t first, const void* src, int64_t cou
 void file_copy_span(const FileStorage& src, int64_t src_first, FileStorage& dst, int64_t dst_first,
                     int64_t count, int itemsize);
 
+// Makes the file open as dst_fd hold the first `bytes` bytes of the file
+// open as src_fd (and nothing more), as cheaply as the file system allows: a
+// reflink clone (FICLONE: btrfs, XFS) shares the blocks; otherwise
+// copy_file_range copies in the kernel, data extents only (holes stay
+// holes); pread/pwrite where neither works (another file system on each
+// side, an old kernel). Never moves either file's offset but through
+// SEEK_DATA/SEEK_HOLE probes of src_fd (the I/O here is positional).
+// Throws std::system_error.
+void copy_file_data(int src_fd, int dst_fd, int64_t bytes);
+
 }  // namespace sw

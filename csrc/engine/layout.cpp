@@ -62,7 +62,8 @@ IntTree broadcast_strides(const IntTree& shape, const IntTree& stride, const Int
                                 " in the target shape");
   if (shape.is_leaf) {
     if (shape.value == target.value) return stride;
-    if (shape.value == 1) return IntTree::leaf(0);
+    // Only extent 1 widens, and never to an empty mode.
+    if (shape.value == 1 && target.value >= 1) return IntTree::leaf(0);
     throw std::invalid_argument("cannot broadcast: " + where + " has extent " + std::to_string(shape.value) +
                                 ", target extent " + std::to_string(target.value) + " (only extent 1 widens)");
   }
@@ -170,9 +171,14 @@ Layout::Layout(IntTree shape, IntTree stride) : shape_(std::move(shape)), stride
                                 " are not congruent: " + mm);
   collect_modes(shape_, stride_, leaves_);
   int64_t size = 1, span = 0;
+  bool empty = false;
   for (const LeafMode& m : leaves_) {
-    if (m.extent < 1) throw std::invalid_argument("extent must be >= 1, got " + std::to_string(m.extent));
+    if (m.extent < 0) throw std::invalid_argument("extent must be >= 0, got " + std::to_string(m.extent));
     if (m.stride < 0) throw std::invalid_argument("stride must be >= 0, got " + std::to_string(m.stride));
+    empty = empty || m.extent == 0;
+  }
+  for (const LeafMode& m : leaves_) {
+    if (empty) break;
     if (!mul_ok(size, m.extent, &size))
       throw std::invalid_argument("layout size overflows int64 for shape " + to_string(shape_));
     int64_t reach;
@@ -180,8 +186,10 @@ Layout::Layout(IntTree shape, IntTree stride) : shape_(std::move(shape)), stride
       throw std::invalid_argument("layout cosize overflows int64 for shape " + to_string(shape_) + " and stride " +
                                   to_string(stride_));
   }
-  size_ = size;
-  cosize_ = span + 1;
+  // A layout with an extent-0 mode (a zero-size array from a DLPack import:
+  // Shape itself refuses 0) has no coordinate and reaches no slot.
+  size_ = empty ? 0 : size;
+  cosize_ = empty ? 0 : span + 1;
 }
 
 int64_t Layout::index_of_ordinal(int64_t ordinal) const {
@@ -216,6 +224,7 @@ bool Layout::has_stride_zero() const { return sw::has_stride_zero(leaves_); }
 // overlapping extents) the answer is false: "not proven injective". Callers
 // then take the safe path (canonical layout for a gradient).
 bool Layout::is_injective() const {
+  if (size_ == 0) return true;  // no coordinates, no collision
   std::vector<LeafMode> m;
   for (const LeafMode& l : leaves_) {
     if (l.extent == 1) continue;

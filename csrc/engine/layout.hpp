@@ -53,7 +53,9 @@ class Layout {
  public:
   Layout() = default;
   // Throws std::invalid_argument (message names the mismatch) when the trees
-  // are not congruent, an extent < 1 or a stride < 0.
+  // are not congruent, an extent < 0 or a stride < 0. Shape objects refuse
+  // extent 0, so only an imported zero-size array (DLPack) has such a mode:
+  // size and cosize are then 0.
   Layout(IntTree shape, IntTree stride);
 
   const IntTree& shape() const { return shape_; }
@@ -61,7 +63,8 @@ class Layout {
   const std::vector<LeafMode>& leaves() const { return leaves_; }
 
   int64_t size() const { return size_; }
-  // 1 + sum over leaves of stride * (extent - 1); always >= 1.
+  // 1 + sum over leaves of stride * (extent - 1); >= 1 except for a layout
+  // with an extent-0 mode (size 0), whose cosize is 0.
   int64_t cosize() const { return cosize_; }
   // Exact for every layout whose size or reduced span is below a few million
   // (see layout.cpp); beyond that budget it answers false only for layouts

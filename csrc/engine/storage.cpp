@@ -171,18 +171,34 @@ void free_owned(void* data, size_t padded, size_t mapped) noexcept {
 }
 
 // Makes a range that exports still address read as zeros and gives its
-// physical memory back where the kernel can. MADV_DONTNEED on a private
-// anonymous mapping drops the pages now and zero-fills on the next touch;
-// it is preferred to mmap(MAP_FIXED) over the range because a failing
-// MAP_FIXED may leave a hole behind, and a hole would turn a consumer's read
-// into a crash. Stray writes through a retired range then cost 4 KiB pages,
-// not huge pages. memset is the fallback (and the heap path).
+// physical memory back where the kernel can. MADV_DONTNEED on private
+// anonymous memory (a mapping of ours, or whole pages inside a heap chunk,
+// which hold only our bytes: malloc's bookkeeping sits outside them) drops
+// the pages now and zero-fills on the next touch; it is preferred to
+// mmap(MAP_FIXED) over the range because a failing MAP_FIXED may leave a
+// hole behind, and a hole would turn a consumer's read into a crash. Stray
+// writes through a retired range then cost 4 KiB pages, not huge pages.
+// memset covers the partial pages at a heap buffer's ends, buffers below
+// kReturnPagesBytes and any refusal.
 void retire_range(void* data, size_t padded, size_t mapped) noexcept {
   if (mapped) {
     if (::madvise(data, mapped, MADV_DONTNEED) == 0) {
 #ifdef MADV_NOHUGEPAGE
       ::madvise(data, mapped, MADV_NOHUGEPAGE);  // advisory
 #endif
+      return;
+    }
+  } else if (padded >= kReturnPagesBytes) {
+    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(data);
+    const uintptr_t hi = lo + padded;
+    const uintptr_t first = (lo + page - 1) & ~(page - 1);
+    const uintptr_t last = hi & ~(page - 1);
+    // No MADV_NOHUGEPAGE here: it would split the heap's mapping, and the
+    // chunk goes back to malloc for other buffers.
+    if (last > first && ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0) {
+      std::memset(data, 0, first - lo);
+      std::memset(reinterpret_cast<void*>(last), 0, hi - last);
       return;
     }
   }
@@ -194,13 +210,25 @@ struct StorageControl {
   std::atomic<size_t> refs;  // owner (while it holds the range) + exports
   void* data;
   size_t mapped;  // mapping length, 0 for a heap allocation
+  ForeignRelease foreign;  // an adopted range's owner
+  bool adopted;
 };
+
+namespace {
+void give_back(const ForeignRelease& f) noexcept {
+  if (f.release) f.release(f.ctx);
+}
+}  // namespace
 
 void drop_export_ref(StorageControl* ctl) noexcept {
   if (!ctl) return;
   if (ctl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // Last reference: the owner released (retired) the range already.
-  free_range(ctl->data, ctl->mapped);
+  // Last reference: the owner released (retired) the range already; an
+  // adopted range goes back to its producer.
+  if (ctl->adopted)
+    give_back(ctl->foreign);
+  else
+    free_range(ctl->data, ctl->mapped);
   delete ctl;
 }
 
@@ -208,7 +236,7 @@ StorageControl* AlignedBuffer::acquire_export_ref() noexcept {
   if (!data_) return nullptr;
   if (!ctl_) {
     // Created lazily: buffers that are never exported pay nothing.
-    ctl_ = new (std::nothrow) StorageControl{{1}, data_, mapped_};
+    ctl_ = new (std::nothrow) StorageControl{{1}, data_, mapped_, foreign_, adopted_};
     if (!ctl_) return nullptr;
   }
   ctl_->refs.fetch_add(1, std::memory_order_relaxed);
@@ -219,6 +247,16 @@ size_t AlignedBuffer::export_refs() const noexcept {
   return ctl_ ? ctl_->refs.load(std::memory_order_acquire) - 1 : 0;
 }
 
+void AlignedBuffer::forget() noexcept {
+  data_ = nullptr;
+  bytes_ = 0;
+  mapped_ = 0;
+  padded_ = 0;
+  ctl_ = nullptr;
+  foreign_ = ForeignRelease{};
+  adopted_ = false;
+}
+
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
     release();
@@ -227,13 +265,20 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
     mapped_ = o.mapped_;
     padded_ = o.padded_;
     ctl_ = o.ctl_;
-    o.data_ = nullptr;
-    o.bytes_ = 0;
-    o.mapped_ = 0;
-    o.padded_ = 0;
-    o.ctl_ = nullptr;
+    foreign_ = o.foreign_;
+    adopted_ = o.adopted_;
+    o.forget();
   }
   return *this;
+}
+
+void AlignedBuffer::adopt(void* data, size_t bytes, ForeignRelease release_fn) noexcept {
+  release();
+  data_ = data;
+  bytes_ = bytes;
+  padded_ = bytes;
+  foreign_ = release_fn;
+  adopted_ = true;
 }
 
 void AlignedBuffer::allocate(size_t bytes, bool zero) {
@@ -287,6 +332,22 @@ void AlignedBuffer::allocate(size_t bytes, bool zero) {
 }
 
 void AlignedBuffer::release() {
+  if (adopted_) {
+    // Never zeroed or freed here: other views of the producer's memory
+    // still read it. With exports outstanding the last one gives it back.
+    if (StorageControl* ctl = ctl_) {
+      if (ctl->refs.load(std::memory_order_acquire) == 1) {
+        delete ctl;
+        give_back(foreign_);
+      } else {
+        drop_export_ref(ctl);
+      }
+    } else {
+      give_back(foreign_);
+    }
+    forget();
+    return;
+  }
   if (data_) {
     if (StorageControl* ctl = ctl_) {
       // Only the owner adds references, so a count of 1 cannot grow under
@@ -304,33 +365,125 @@ void AlignedBuffer::release() {
       free_owned(data_, padded_, mapped_);
     }
   }
-  data_ = nullptr;
-  bytes_ = 0;
-  mapped_ = 0;
-  padded_ = 0;
-  ctl_ = nullptr;
+  forget();
+}
+
+namespace {
+
+std::atomic<uint64_t> g_fork_epoch{0};
+
+void bump_fork_epoch() { g_fork_epoch.fetch_add(1, std::memory_order_acq_rel); }
+
+int open_retrying(const char* path, int flags, mode_t mode) {
+  int fd;
+  do {
+    fd = ::open(path, flags, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+}  // namespace
+
+uint64_t fork_epoch() noexcept {
+  // Registered once, before any file could be shared: both sides of a fork
+  // move to a new generation.
+  static const bool registered = [] {
+    pthread_atfork(nullptr, bump_fork_epoch, bump_fork_epoch);
+    return true;
+  }();
+  (void)registered;
+  return g_fork_epoch.load(std::memory_order_acquire);
 }
 
 void FileStorage::create(const std::string& path) {
   close_and_unlink();
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  } while (fd < 0 && errno == EINTR);
+  const int fd = open_retrying(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw_errno(errno, "cannot create " + path);
+  adopt(fd, path, 0, Kind{false, true, false});
+}
+
+void FileStorage::adopt(int fd, const std::string& path, int64_t bytes, Kind kind) {
+  std::lock_guard<std::mutex> lk(m_);
   fd_ = fd;
   path_ = path;
-  bytes_ = 0;
+  bytes_ = bytes;
+  base_ = 0;
+  persistent_ = kind.persistent;
+  writable_ = kind.writable;
+  region_ = kind.region;
+  unsharer_ = nullptr;
+  epoch_.store(fork_epoch(), std::memory_order_release);
+}
+
+int64_t FileStorage::open_existing(const std::string& path, bool writable) {
+  close_and_unlink();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+  // below, and on a regular file the flag changes nothing.
+  const int fd = open_retrying(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK, 0);
+  if (fd < 0) throw_errno(errno, "cannot open " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_errno(err, "cannot stat " + path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_errno(S_ISDIR(st.st_mode) ? EISDIR : EINVAL, path + " is not a regular file");
+  }
+  adopt(fd, path, 0, Kind{true, writable, true});
+  return static_cast<int64_t>(st.st_size);
+}
+
+void FileStorage::set_region(int64_t base, int64_t bytes) {
+  if (base < 0 || bytes < 0) throw_errno(EINVAL, "negative file region");
+  base_ = base;
+  bytes_ = bytes;
+}
+
+void FileStorage::create_persistent(const std::string& path, int64_t bytes) {
+  close_and_unlink();
+  if (bytes < 0) throw_errno(EINVAL, "negative file size");
+  const int fd = open_retrying(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw_errno(errno, "cannot create " + path);
+  int rc;
+  do {
+    rc = ::ftruncate(fd, static_cast<off_t>(bytes));
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(path.c_str());  // created just now, by us
+    throw_errno(err, "cannot size " + path);
+  }
+  adopt(fd, path, bytes, Kind{true, true, false});
+}
+
+std::string FileStorage::path() const {
+  // Only an unshare changes the path while other threads use the storage;
+  // without an unsharer no lock is needed (nor taken, so a user's file
+  // never waits on a lock a thread of the parent held through a fork).
+  if (!unsharer_) return path_;
+  std::lock_guard<std::mutex> lk(m_);
+  return path_;
+}
+
+void FileStorage::prepare_write() {
+  if (fd_ < 0) throw_errno(EBADF, "file storage is not open");
+  if (!writable_) throw_errno(EBADF, "cannot write " + path() + ": it was opened read-only");
+  if (unsharer_ && epoch_.load(std::memory_order_acquire) != fork_epoch()) unsharer_->unshare(*this);
 }
 
 void FileStorage::resize(int64_t bytes) {
   if (fd_ < 0) throw_errno(EBADF, "file storage is not open");
   if (bytes < 0) throw_errno(EINVAL, "negative file size");
+  if (region_) throw_errno(EINVAL, "an opened file region has a fixed size");
+  prepare_write();
   int rc;
   do {
     rc = ::ftruncate(fd_, static_cast<off_t>(bytes));
   } while (rc < 0 && errno == EINTR);
-  if (rc < 0) throw_errno(errno, "cannot resize " + path_);
+  if (rc < 0) throw_errno(errno, "cannot resize " + path());
   bytes_ = bytes;
 }
 
@@ -338,14 +491,15 @@ void FileStorage::read(int64_t offset, void* dst, int64_t n) const {
   if (fd_ < 0) throw_errno(EBADF, "file storage is not open");
   if (offset < 0 || n < 0) throw_errno(EINVAL, "negative file offset or length");
   auto* p = static_cast<char*>(dst);
+  offset += base_;
   while (n > 0) {
     ssize_t r = ::pread(fd_, p, static_cast<size_t>(n), static_cast<off_t>(offset));
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw_errno(errno, "cannot read " + path_);
+      throw_errno(errno, "cannot read " + path());
     }
     // End of file before n bytes: the slots asked for do not exist.
-    if (r == 0) throw_errno(EIO, "short read from " + path_);
+    if (r == 0) throw_errno(EIO, "short read from " + path());
     p += r;
     offset += r;
     n -= r;
@@ -353,17 +507,18 @@ void FileStorage::read(int64_t offset, void* dst, int64_t n) const {
 }
 
 void FileStorage::write(int64_t offset, const void* src, int64_t n) {
-  if (fd_ < 0) throw_errno(EBADF, "file storage is not open");
   if (offset < 0 || n < 0) throw_errno(EINVAL, "negative file offset or length");
+  prepare_write();
   const auto* p = static_cast<const char*>(src);
-  int64_t end = offset + n;
+  const int64_t end = offset + n;
+  offset += base_;
   while (n > 0) {
     ssize_t r = ::pwrite(fd_, p, static_cast<size_t>(n), static_cast<off_t>(offset));
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw_errno(errno, "cannot write " + path_);
+      throw_errno(errno, "cannot write " + path());
     }
-    if (r == 0) throw_errno(ENOSPC, "short write to " + path_);
+    if (r == 0) throw_errno(ENOSPC, "short write to " + path());
     p += r;
     offset += r;
     n -= r;
@@ -417,6 +572,14 @@ void FileStorage::write_pieces(int64_t offset, const ::iovec* iov, int n) {
 }
 
 void FileStorage::close_and_unlink() {
+  std::unique_lock<std::mutex> lk(m_);
+  if (persistent_) {
+    // A user's file: never removed, and its page cache stays useful, so
+    // the close is cheap and runs here.
+    lk.unlock();
+    close_keep_file();
+    return;
+  }
   if (fd_ >= 0 && bytes_ >= kDeferredCloseBytes) {
     // The name goes now (the open descriptor keeps the inode), so the file
     // is gone from the file system when this returns; the last close, which
@@ -427,6 +590,7 @@ void FileStorage::close_and_unlink() {
     close_in_background(fd_, bytes_);
     fd_ = -1;
     bytes_ = 0;
+    unsharer_ = nullptr;
     return;
   }
   // A small file: closed first, then removed, so the unlink frees the inode
@@ -442,15 +606,22 @@ void FileStorage::close_and_unlink() {
     path_.clear();
   }
   bytes_ = 0;
+  unsharer_ = nullptr;
 }
 
 void FileStorage::close_keep_file() {
+  std::lock_guard<std::mutex> lk(m_);
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;
   }
   path_.clear();
   bytes_ = 0;
+  base_ = 0;
+  persistent_ = false;
+  writable_ = true;
+  region_ = false;
+  unsharer_ = nullptr;
 }
 
 }  // namespace sw

@@ -51,6 +51,38 @@ T not_implemented(PyObject* c, const char* hook, T ret) {
   return ret;
 }
 
+// The slot hooks (get_value, set_value) running on this thread. While a
+// carrier's override runs, a slot access to that same carrier from inside
+// it (super().__getitem__(i), self[i] = v) takes the native path instead of
+// calling the override again, as super().get_value(i) does: no endless
+// recursion, and a Python-only carrier gets NotImplementedError.
+struct HookFrame {
+  PyObject* carrier;
+  PyObject* hook;
+  HookFrame* prev;
+};
+thread_local HookFrame* running_hooks = nullptr;
+
+bool hook_running(PyObject* c, PyObject* hook) {
+  for (const HookFrame* f = running_hooks; f; f = f->prev)
+    if (f->carrier == c && f->hook == hook) return true;
+  return false;
+}
+
+class HookScope {
+ public:
+  HookScope(PyObject* c, PyObject* hook) : frame_{c, hook, running_hooks} { running_hooks = &frame_; }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+  ~HookScope() { running_hooks = frame_.prev; }
+
+ private:
+  HookFrame frame_;
+};
+
+// Whether the carrier_* functions call c's Python override of a slot hook.
+bool calls_slot_hook(PyObject* c, PyObject* hook) { return overrides(c, hook) && !hook_running(c, hook); }
+
 int check_live(PyObject* c) {
   if (as_carrier(c)->released) {
     PyErr_Format(PyExc_RuntimeError, "%s carrier is released", type_name(c));
@@ -132,6 +164,32 @@ PyObject* native_dlpack_info(PyObject* c) {
   return nullptr;
 }
 
+// The native storage's slot i (get) or a write into it (set), checked
+// against the storage itself: live and in range of its own size, whatever
+// a size() override says.
+int check_native_slot(PyObject* c, Py_ssize_t i, const char* hook) {
+  CarrierObject* o = as_carrier(c);
+  if (!o->vt) return not_implemented<int>(c, hook, -1);
+  if (check_live(c) < 0) return -1;
+  const Py_ssize_t n = o->vt->size(o);
+  if (n < 0) return -1;
+  if (!sw::slot_in_range(i, n)) {
+    PyErr_Format(PyExc_IndexError, "carrier index %zd out of range for size %zd", i, n);
+    return -1;
+  }
+  return 0;
+}
+
+PyObject* native_get(PyObject* c, Py_ssize_t i) {
+  if (check_native_slot(c, i, "get_value") < 0) return nullptr;
+  return as_carrier(c)->vt->get(as_carrier(c), i);
+}
+
+int native_set(PyObject* c, Py_ssize_t i, PyObject* v) {
+  if (check_native_slot(c, i, "set_value") < 0) return -1;
+  return as_carrier(c)->vt->set(as_carrier(c), i, v);
+}
+
 // dtype argument of new_like/allocate_like: None or a DType; NULL for None.
 int parse_dtype_arg(PyObject* dtype, PyObject** out) {
   if (!dtype || dtype == Py_None) { *out = nullptr; return 0; }
@@ -187,7 +245,7 @@ PyObject* check_like_result(PyObject* c, PyObject* r, const char* hook, Py_ssize
 }
 
 int parse_token(PyObject* arg, int64_t* out) {
-  if (!PyLong_Check(arg)) {
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
     PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s", type_name(arg));
     return -1;
   }
@@ -274,6 +332,24 @@ PyObject* Carrier_size(PyObject* self, PyObject*) {
 }
 
 PyObject* Carrier_dtype(PyObject* self, PyObject*) { return native_dtype(self); }
+
+// The slot hooks' native versions (what super().get_value(i) reaches): no
+// mutability check and no version change, which belong to c[i] = v.
+PyObject* Carrier_get_value(PyObject* self, PyObject* key) {
+  Py_ssize_t i;
+  if (index_from_key(key, &i) < 0) return nullptr;
+  return native_get(self, i);
+}
+
+PyObject* Carrier_set_value(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "set_value() takes 2 arguments (index, value), %zd given", nargs);
+    return nullptr;
+  }
+  Py_ssize_t i;
+  if (index_from_key(args[0], &i) < 0 || native_set(self, i, args[1]) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
 
 PyObject* Carrier_is_mutable(PyObject* self, PyObject*) {
   int r = carrier_is_mutable(self);
@@ -366,6 +442,14 @@ PyObject* Carrier_get_version(PyObject* self, void*) {
 PyMethodDef Carrier_methods[] = {
     {"size", Carrier_size, METH_NOARGS, "Number of slots (0 after release for built-ins). Hook."},
     {"dtype", Carrier_dtype, METH_NOARGS, "Storage dtype. Hook."},
+    {"get_value", Carrier_get_value, METH_O,
+     "get_value(i): the value of slot i from the native storage (released -> RuntimeError, out of range -> "
+     "IndexError; NotImplementedError for a carrier without native storage). Hook: an override may call "
+     "super().get_value(i)."},
+    {"set_value", method_cast(Carrier_set_value), METH_FASTCALL,
+     "set_value(i, v): write v into slot i of the native storage, converted as c[i] = v converts it. Hook: "
+     "an override may call super().set_value(i, v). The public write is c[i] = v, which also checks "
+     "mutability and counts the version."},
     {"is_mutable", Carrier_is_mutable, METH_NOARGS,
      "Public mutability: constructed mutable and (not owned, or this thread holds owner access)."},
     {"_is_mutable", Carrier_priv_is_mutable, METH_NOARGS, "Hook: whether the carrier was constructed mutable."},
@@ -411,6 +495,12 @@ PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable) {
   return seq;
 }
 
+int carrier_encode_new_value(sw::DTypeCode code, PyObject* v, unsigned char* out) {
+  if (v != Py_None) return encode_slot(code, v, out);
+  std::memset(out, 0, static_cast<size_t>(sw::codec::slot_bytes(code)));
+  return 0;
+}
+
 Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out) {
   Ref seq = Ref::steal(carrier_values_snapshot(values, "new_like() values must be iterable"));
   if (!seq) return -1;
@@ -419,7 +509,7 @@ Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vect
   if (engine_call([&] { out->resize(static_cast<size_t>(n) * item); }) < 0) return -1;
   PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
+    if (carrier_encode_new_value(code, items[i], out->data() + static_cast<size_t>(i) * item) < 0) return -1;
   return n;
 }
 
@@ -516,9 +606,10 @@ int carrier_is_mutable(PyObject* c) {
 
 PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return nullptr;
-  if (overrides(c, names().get_value)) {
+  if (calls_slot_hook(c, names().get_value)) {
     Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return nullptr;
+    HookScope running(c, names().get_value);
     return PyObject_CallMethodOneArg(c, names().get_value, idx.get());
   }
   CarrierObject* o = as_carrier(c);
@@ -529,9 +620,10 @@ PyObject* carrier_get(PyObject* c, Py_ssize_t i) {
 
 int carrier_set_unchecked(PyObject* c, Py_ssize_t i, PyObject* v) {
   if (check_live(c) < 0 || check_range(c, i) < 0) return -1;
-  if (overrides(c, names().set_value)) {
+  if (calls_slot_hook(c, names().set_value)) {
     Ref idx = Ref::steal(PyLong_FromSsize_t(i));
     if (!idx) return -1;
+    HookScope running(c, names().set_value);
     Ref r = Ref::steal(PyObject_CallMethodObjArgs(c, names().set_value, idx.get(), v, nullptr));
     return r ? 0 : -1;
   }
@@ -559,7 +651,7 @@ int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v) {
   // the converted value's write runs no Python code.
   Ref converted;
   CarrierObject* o = as_carrier(c);
-  if (o->vt && !overrides(c, names().set_value) && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) &&
+  if (o->vt && !calls_slot_hook(c, names().set_value) && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) &&
       !PyBool_Check(v)) {
     converted = Ref::steal(value_coerce(o->vt->dtype_code(o), v));
     if (!converted) return -1;
@@ -574,8 +666,11 @@ int carrier_set(PyObject* c, Py_ssize_t i, PyObject* v) {
       return -1;
     }
   }
+  // Inside c's own set_value override (self[i] = v there) the outer write
+  // is the one that counts.
+  const bool nested = hook_running(c, names().set_value);
   if (carrier_set_unchecked(c, i, v) < 0) return -1;
-  as_carrier(c)->version += 1;
+  if (!nested) as_carrier(c)->version += 1;
   return 0;
 }
 

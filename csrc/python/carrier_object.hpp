@@ -86,6 +86,10 @@ int carrier_end_access(PyObject* c, int64_t token);
 // __float__) that mutates it under the borrowed items. New ref or NULL
 // (TypeError not_iterable).
 PyObject* carrier_values_snapshot(PyObject* values, const char* not_iterable);
+// One new_like() value as a native slot of code at out: None is a hole and
+// stores zero (all bits clear), anything else converts as a slot write does.
+// 0 / -1.
+int carrier_encode_new_value(sw::DTypeCode code, PyObject* v, unsigned char* out);
 // new_like() values encoded as native slots of code into out, every one
 // before any storage is touched. The slot count, or -1.
 Py_ssize_t carrier_encode_values(PyObject* values, sw::DTypeCode code, std::vector<unsigned char>* out);
@@ -118,6 +122,13 @@ struct FileBackedObject {
 };
 // Creates a CPU carrier directly (kernels, gradients). empty skips zeroing.
 PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty);
+// A CPU carrier (exact class) of n slots viewing foreign host memory at data
+// (strideweave.from_dlpack): the storage is adopted, never copied, zeroed or
+// freed; release.release(release.ctx) runs exactly once when the carrier
+// gives the range up (release(), a move, garbage collection), or, while
+// exports of it are outstanding, when the last of them is gone. On failure
+// (NULL, exception set) release has already run.
+PyObject* cpu_adopt(void* data, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, sw::ForeignRelease release);
 // Native truth of a CPU carrier (exact or subclass), whatever its Python
 // hooks say: slot dtype, slot count and address (NULL once released). For
 // DLPack export (API.md section 12).

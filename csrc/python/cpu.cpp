@@ -1,5 +1,6 @@
 // CPU: native host memory in one 64-byte aligned allocation (sw::AlignedBuffer)
-// of Float32, Int32 or Bool slots. The only built-in carrier that exports
+// of Float32, Int32 or Bool slots, or a foreign host range adopted by
+// strideweave.from_dlpack (cpu_adopt). The only built-in carrier that exports
 // through DLPack.
 #include <cstring>
 #include <new>
@@ -111,7 +112,7 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   const size_t item = static_cast<size_t>(sw::codec::slot_bytes(code));
   PyObject** items = PySequence_Fast_ITEMS(seq.get());
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (encode_slot(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
+    if (carrier_encode_new_value(code, items[i], data + static_cast<size_t>(i) * item) < 0) return nullptr;
   return r.release();
 }
 
@@ -230,7 +231,8 @@ PyObject* CPU_pointer(PyObject* self, PyObject*) {
 }
 
 PyMethodDef CPU_methods[] = {
-    {"pointer", CPU_pointer, METH_NOARGS, "Address of slot 0 (64-byte aligned); 0 after release."},
+    {"pointer", CPU_pointer, METH_NOARGS,
+     "Address of slot 0 (64-byte aligned, except for memory from_dlpack adopted); 0 after release."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -243,6 +245,20 @@ PyObject* cpu_new(Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, bool empty) 
     return nullptr;
   }
   return cpu_make(&CPU_Type, n, dtype, mutable_, empty);
+}
+
+PyObject* cpu_adopt(void* data, Py_ssize_t n, sw::DTypeCode dtype, bool mutable_, sw::ForeignRelease release) {
+  PyObject* self = CPU_new(&CPU_Type, nullptr, nullptr);
+  if (!self) {
+    if (release.release) release.release(release.ctx);
+    return nullptr;
+  }
+  CPUObject* o = as_cpu(self);
+  o->buffer.adopt(data, static_cast<size_t>(n) * static_cast<size_t>(sw::itemsize(dtype)), release);
+  o->size = n;
+  o->dtype = dtype;
+  o->base.constructed_mutable = mutable_;
+  return self;
 }
 
 CpuStorage cpu_storage_of(PyObject* cpu) {

@@ -22,6 +22,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/gil_gate.hpp"
 #include "dlpack_exchange.hpp"
 
 namespace swpy {
@@ -56,10 +57,20 @@ void decref_preserving_error(PyObject* o) {
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
 // possibly on a thread without the GIL (ctypes, another runtime's worker), so
 // it takes the GIL itself and preserves whatever exception is pending on this
-// thread (a capsule often dies while an exception unwinds a frame).
+// thread (a capsule often dies while an exception unwinds a frame). A thread
+// that holds the GIL drops it even while the interpreter finalizes (a NumPy
+// view freed with its module's globals): the Tensor then dies too, and with
+// it any producer memory from_dlpack adopted; only a thread without the GIL
+// leaks the reference once finalization began.
 void release_tensor_ref(void* owner) noexcept {
-  if (!owner || !interpreter_alive()) return;
-  PyGILState_STATE gil = PyGILState_Ensure();
+  if (!owner) return;
+  if (compat::thread_holds_gil()) {
+    decref_preserving_error(static_cast<PyObject*>(owner));
+    return;
+  }
+  // Past the exit gate the reference is left to the dying runtime.
+  PyGILState_STATE gil;
+  if (!interpreter_alive() || !gil_gate::ensure(&gil)) return;
   decref_preserving_error(static_cast<PyObject*>(owner));
   PyGILState_Release(gil);
 }
@@ -126,6 +137,10 @@ struct Device {
 
 // Converts an int-like to int32; -1 with an exception set on failure.
 int to_int32(PyObject* o, const char* what, int32_t* out) {
+  if (PyBool_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "dlpack_info()['%s'] must be an int, not bool", what);
+    return -1;
+  }
   long long v = PyLong_AsLongLong(o);
   if (v == -1 && PyErr_Occurred()) return -1;
   if (!dl::fits_int32(v)) {
@@ -190,6 +205,10 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
       goto done;
     }
   }
+  if (PyBool_Check(values[0])) {
+    PyErr_SetString(PyExc_TypeError, "dlpack_info()['pointer'] must be an int, not bool");
+    goto done;
+  }
   {
     unsigned long long p = PyLong_AsUnsignedLongLong(values[0]);
     if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) goto done;
@@ -229,7 +248,8 @@ int parse_pair(PyObject* o, const char* what, dl::IntPair* out) {
   }
   for (Py_ssize_t k = 0; k < 2; ++k) {
     PyObject* item = PyTuple_GET_ITEM(pair.get(), k);
-    if (!PyLong_Check(item) && !PyIndex_Check(item)) {
+    // bool is an int subclass but not a version or device number.
+    if (PyBool_Check(item) || (!PyLong_Check(item) && !PyIndex_Check(item))) {
       PyErr_Format(PyExc_ValueError, "%s must hold two integers, got %.100s", what, Py_TYPE(item)->tp_name);
       return -1;
     }
@@ -634,6 +654,14 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
   return 0;
 }
 
+int dlpack_parse_pair(PyObject* o, const char* what, sw::dlpack::IntPair* out) { return parse_pair(o, what, out); }
+
+PyObject* dlpack_cpu_device() {
+  PyObject* d = device_tuple(Device{kDLCPU, 0});
+  Py_XDECREF(d);  // the module state keeps it
+  return d;
+}
+
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   if (tensor_is_multi(self) && tensor_reject_multi(self, "DLPack export") < 0) return nullptr;
   uintptr_t pointer = 0;
@@ -644,7 +672,8 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
 }
 
 int dlpack_module_init(PyObject*) {
-  // No public names: DLPack is export-only (no from_dlpack of any kind).
+  // No public names: the export is Tensor's methods; the import,
+  // strideweave.from_dlpack, is dlpack_import.cpp.
   return 0;
 }
 

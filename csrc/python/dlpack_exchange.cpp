@@ -15,6 +15,7 @@ static_assert(DLPACK_MAJOR_VERSION > 1 || (DLPACK_MAJOR_VERSION == 1 && DLPACK_M
 #include "module.hpp"
 #include "tensor_object.hpp"
 #include "util/errors.hpp"
+#include "util/gil_gate.hpp"
 #include "util/ref.hpp"
 
 namespace swpy {
@@ -78,7 +79,8 @@ int allocator(DLTensor*, DLManagedTensorVersioned** out, void* error_ctx,
     set_error(error_ctx, "BufferError", kExportOnly);
     return -1;
   }
-  PyGILState_STATE g = PyGILState_Ensure();
+  PyGILState_STATE g;
+  if (!gil_gate::ensure(&g)) return -1;  // the process is exiting: no Python error to set
   PyErr_SetString(PyExc_BufferError, kExportOnly);
   PyGILState_Release(g);
   return -1;

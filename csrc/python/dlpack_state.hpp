@@ -1,13 +1,17 @@
-// The DLPack export family's globals (a member of ModuleState): what the
+// The DLPack family's globals (members of ModuleState). Export: what the
 // last __dlpack__ calls passed, so a caller that passes the same objects
-// every time (np.from_dlpack does) pays no parsing.
+// every time (np.from_dlpack does) pays no parsing. Import: the call
+// arguments from_dlpack passes, the last exchange API and recent Layouts.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <cstdint>
+#include <vector>
 
+#include <dlpack/dlpack.h>
 #include "dlpack_export.hpp"
+#include "layout_iter.hpp"
 
 namespace swpy {
 
@@ -29,6 +33,34 @@ struct DlpackArgCache {
   sw::dlpack::IntPair dl_device_value{};
   // (1, 0): what __dlpack_device__() of a CPU export returns; built once.
   PyObject* cpu_device = nullptr;
+};
+
+// The DLPack import family's globals (dlpack_import.cpp). GIL-protected.
+struct DlpackImportState {
+  // Keyword names of the __dlpack__ calls from_dlpack makes, indexed by
+  // (dl_device given) | (copy given) << 1; each starts with max_version.
+  PyObject* kwnames[4] = {};
+  // (1, 3): the max_version every call passes.
+  PyObject* max_version = nullptr;
+  // The last __dlpack_c_exchange_api__ capsule looked at (strong, so its
+  // address names nothing else) and the API it holds, or null when it is
+  // not one StrideWeave can call.
+  PyObject* exchange_capsule = nullptr;
+  const DLPackExchangeAPI* exchange_api = nullptr;
+  // The last type looked at that has none (never dereferenced: compared
+  // with its version tag, see exchange_api_of).
+  const PyTypeObject* no_exchange_type = nullptr;
+  unsigned int no_exchange_tag = 0;
+  // Layouts of recent imports, reused while shape and strides repeat
+  // (Layouts are immutable, so tensors may share one): kLayouts entries,
+  // replaced in turn.
+  static constexpr int kLayouts = 8;
+  struct LayoutEntry {
+    PyObject* layout = nullptr;  // strong
+    std::vector<sw::LeafMode> leaves;
+  };
+  LayoutEntry layouts[kLayouts];
+  int next_layout = 0;
 };
 
 }  // namespace swpy

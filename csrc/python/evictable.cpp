@@ -8,16 +8,21 @@
 // registered custom operation for the pair is the one used), run
 // synchronously, with no ownership claims, autograd node or profiling event.
 // Storage lifecycle:
-//   evict():   primary values -> secondary (an empty secondary grows to the
-//              primary's size), then the primary is relinquished and
-//              released. `primary` then names that released carrier.
+//   evict():   primary values -> secondary, then the primary is relinquished
+//              and released. `primary` then names that released carrier. A
+//              secondary too small for the values is fitted first: an empty
+//              one grows to the primary's size; one that cannot grow, or a
+//              non-empty one that is too small, is replaced by a fresh
+//              mutable carrier of its class (secondary.allocate_like), and
+//              the replaced one is relinquished and released once the
+//              eviction succeeded.
 //   promote(): fresh storage of the primary's exact class
 //              (primary.allocate_like(n, empty=True)) is claimed, secondary
 //              values -> it, and it becomes `primary`. The secondary keeps
 //              its (now stale) copy, owned as before, and is reused by the
 //              next eviction.
-// A failed transition leaves the previous residency and values intact (a
-// fresh primary is released again). During a transition the Evictable owns
+// A failed transition leaves the previous residency, tiers and values intact
+// (a fresh primary or secondary is released again), so it can be retried. During a transition the Evictable owns
 // itself, so writes, release and moves from other threads are refused.
 //
 // Decisions where the contract is silent:
@@ -31,20 +36,24 @@
 //     A move out of or into an evicted Evictable therefore fails through
 //     its handle; an Evictable is a usable move destination only while
 //     promoted. It is fixed-size (an empty destination cannot grow).
-//   - new_like / allocate_like build a fresh Evictable of the same class from
-//     the tiers' own new_like / allocate_like (same size on both tiers).
-//   - release() (and garbage collection) relinquishes and releases both
-//     tiers: their storage belonged to the Evictable. Decided for issue 15
-//     item 20: the caller's references to the tiers then name unowned,
-//     released carriers (a clear RuntimeError on use, never a crash); the
-//     storage is not handed back. A tier still owned by another party (a
-//     pending move) is relinquished by the Evictable but not released.
+//   - new_like / allocate_like build a fresh Evictable of the same class: the
+//     primary from the primary's own new_like / allocate_like, the secondary
+//     empty (secondary.allocate_like(0)) until the first eviction fits it.
+//   - release() relinquishes and releases both tiers: their storage belonged
+//     to the Evictable, and the caller's references to the tiers then name
+//     unowned, released carriers (a clear RuntimeError on use, never a
+//     crash). A tier still owned by another party (a pending move) is
+//     relinquished by the Evictable but not released.
+//   - Garbage collection of an Evictable that was not released only
+//     relinquishes its ownership of the tiers: a caller still holding a tier
+//     gets it back live and usable (the values are in the primary while
+//     promoted, in the secondary while evicted); a tier nobody holds dies
+//     with its last reference, as any carrier does.
 //   - Construction resolves both edges (primary->secondary and back) and
 //     checks their pins; when a tier is a Metal carrier both edges must be
 //     registered operations (not the elementwise fallback), else
-//     NotImplementedError. A non-empty secondary smaller than the primary is
-//     rejected (ValueError "too small"). All of this happens before either
-//     tier is claimed.
+//     NotImplementedError. All of this happens before either tier is claimed.
+//     The secondary's size is no construction rule: eviction fits it.
 #include <new>
 
 #include "evictable_state.hpp"
@@ -98,6 +107,26 @@ void drop_tier(EvictableObject* o, E::Tier t) {
 void drop_tiers(EvictableObject* o) {
   drop_tier(o, E::Tier::Primary);
   drop_tier(o, E::Tier::Secondary);
+}
+
+// Gives both tiers back without releasing them (garbage collection).
+void relinquish_tiers(EvictableObject* o) {
+  ErrorGuard keep;
+  for (E::Tier t : {E::Tier::Primary, E::Tier::Secondary}) {
+    PyObject* tier = tier_of(o, t);
+    const int64_t token = o->state.take_token(t);
+    if (tier && token && carrier_relinquish(tier, token) < 0) PyErr_WriteUnraisable(tier);
+  }
+}
+
+// Gives up a claimed carrier the Evictable made for itself (a fresh tier
+// that a failed transition does not keep): relinquish, release, drop.
+void discard(Ref* fresh, int64_t token) {
+  if (!*fresh) return;
+  ErrorGuard keep;
+  if (token && carrier_relinquish(fresh->get(), token) < 0) PyErr_Clear();
+  if (carrier_release(fresh->get()) < 0) PyErr_Clear();
+  fresh->reset();
 }
 
 // A Tensor over slots [0, n) of carrier in the canonical one-mode layout.
@@ -196,7 +225,8 @@ PyObject* like(CarrierObject* c, PyObject* values, Py_ssize_t n, bool mutable_, 
       return nullptr;
     }
   }
-  PyObject* s = carrier_allocate_like(o->secondary, n, true, dtype, true);
+  // The secondary stays empty until the first eviction fits it.
+  PyObject* s = carrier_allocate_like(o->secondary, 0, true, dtype, true);
   PyObject* r = s ? make_evictable(Py_TYPE(c), p, s) : nullptr;
   Py_XDECREF(s);
   Py_DECREF(p);
@@ -228,8 +258,7 @@ const CarrierVTable evictable_vt = {
 // ------------------------------------------------------------ construction
 
 // Raises the violation v of the construction rules. -1.
-int raise_violation(E::Violation v, PyObject* p, PyObject* s, PyObject* pd = nullptr, PyObject* sd = nullptr,
-                    Py_ssize_t slots = 0, Py_ssize_t sn = 0) {
+int raise_violation(E::Violation v, PyObject* p, PyObject* s, PyObject* pd = nullptr, PyObject* sd = nullptr) {
   PyObject* tier = v.tier == E::Tier::Primary ? p : s;
   const char* role = E::role(v.tier);
   switch (v.rule) {
@@ -256,13 +285,6 @@ int raise_violation(E::Violation v, PyObject* p, PyObject* s, PyObject* pd = nul
       break;
     case E::Rule::PrimaryEmpty:
       PyErr_Format(PyExc_ValueError, "Evictable primary %s carrier must be non-empty", type_name(p));
-      break;
-    case E::Rule::SecondaryTooSmall:
-      PyErr_Format(PyExc_ValueError,
-                   "Evictable secondary %s carrier is too small: %zd slots for a primary of %zd (a non-empty "
-                   "secondary is never grown; pass an empty secondary that can grow, or one of at least the "
-                   "primary's size)",
-                   type_name(s), sn, slots);
       break;
     case E::Rule::EdgeNotRegistered:
     case E::Rule::Ok:
@@ -320,9 +342,6 @@ int validate(PyObject* p, PyObject* s, Py_ssize_t* slots, sw::DTypeCode* dtype, 
   const Py_ssize_t n = carrier_size(p);
   if (n < 0) return -1;
   if ((v = rules.primary_size(n))) return raise_violation(v, p, s);
-  const Py_ssize_t sn = carrier_size(s);
-  if (sn < 0) return -1;
-  if ((v = rules.secondary_size(sn))) return raise_violation(v, p, s, nullptr, nullptr, n, sn);
   const bool metal = PyObject_TypeCheck(p, &Metal_Type) || PyObject_TypeCheck(s, &Metal_Type);
   if (check_edge(rules, Py_TYPE(p), Py_TYPE(s), metal) < 0 || check_edge(rules, Py_TYPE(s), Py_TYPE(p), metal) < 0)
     return -1;
@@ -337,9 +356,9 @@ int setup(PyObject* self, PyObject* p, PyObject* s) {
     PyErr_SetString(PyExc_RuntimeError, "Evictable.__init__() cannot be called twice");
     return -1;
   }
-  Py_ssize_t slots;
-  sw::DTypeCode dtype;
-  int primary_mutable;
+  Py_ssize_t slots = 0;
+  sw::DTypeCode dtype = sw::DTypeCode::Float32;
+  int primary_mutable = 0;
   if (validate(p, s, &slots, &dtype, &primary_mutable) < 0) return -1;
   int64_t pt = carrier_claim(p);
   if (!pt) return -1;
@@ -397,10 +416,11 @@ int Evictable_traverse(PyObject* self, visitproc visit, void* arg) {
   return 0;
 }
 
-// Collected in a cycle: the tiers die with their owner, as on release.
+// Collected (in a cycle or not) without release(): the tiers are given back,
+// live, to whoever still holds them.
 int Evictable_clear(PyObject* self) {
   EvictableObject* o = as_ev(self);
-  drop_tiers(o);
+  relinquish_tiers(o);
   Py_CLEAR(o->primary);
   Py_CLEAR(o->secondary);
   return 0;
@@ -414,6 +434,33 @@ void Evictable_dealloc(PyObject* self) {
 
 // ------------------------------------------------------------ methods
 
+// The carrier eviction copies into, fitted to the values (sw::evictable::
+// fit_secondary): the secondary itself, grown first when it is empty and
+// can grow; else a fresh mutable carrier of its class, claimed, in *fresh
+// with its token. 0 / -1 (nothing claimed on failure).
+int eviction_target(EvictableObject* o, Ref* fresh, int64_t* fresh_token) {
+  const Py_ssize_t slots = o->state.slots();
+  const Py_ssize_t sn = carrier_size(o->secondary);
+  if (sn < 0) return -1;
+  E::SecondaryFit fit = E::fit_secondary(sn, slots);
+  if (fit == E::SecondaryFit::Fits) return 0;
+  if (fit == E::SecondaryFit::Grow) {
+    const int grown = carrier_reserve(o->secondary, slots);
+    if (grown < 0) return -1;
+    if (grown > 0) return 0;
+  }
+  Ref f = Ref::steal(carrier_allocate_like(o->secondary, slots, true, nullptr, true));
+  if (!f) return -1;
+  const int64_t token = carrier_claim(f.get());
+  if (!token) {
+    discard(&f, 0);
+    return -1;
+  }
+  *fresh = std::move(f);
+  *fresh_token = token;
+  return 0;
+}
+
 PyObject* Evictable_evict(PyObject* self, PyObject*) {
   EvictableObject* o = as_ev(self);
   if (check_tiers(self) < 0) return nullptr;
@@ -423,26 +470,45 @@ PyObject* Evictable_evict(PyObject* self, PyObject*) {
     unlock(self, me);
     Py_RETURN_NONE;
   }
+  Ref fresh;
+  int64_t fresh_token = 0;
+  if (eviction_target(o, &fresh, &fresh_token) < 0) {
+    unlock(self, me);
+    return nullptr;
+  }
+  PyObject* target = fresh ? fresh.get() : o->secondary;
+  const int64_t target_token = fresh ? fresh_token : o->state.token(E::Tier::Secondary);
   PyObject* t = whole(o->primary, o->state.slots());
-  PyObject* r = t ? move_lowered(t, o->secondary, o->state.token(E::Tier::Primary),
-                                 o->state.token(E::Tier::Secondary))
-                  : nullptr;
+  PyObject* r = t ? move_lowered(t, target, o->state.token(E::Tier::Primary), target_token) : nullptr;
   Py_XDECREF(t);
   if (!r) {
+    discard(&fresh, fresh_token);
     unlock(self, me);
     return nullptr;
   }
   Py_DECREF(r);
-  // The values are in the secondary: give the primary's storage up. A
-  // failing release hook keeps it (claimed again), still promoted.
+  // The values are in the target: give the primary's storage up. A failing
+  // release hook keeps it (claimed again), still promoted, with the
+  // secondary it had.
   if (carrier_relinquish(o->primary, o->state.token(E::Tier::Primary)) < 0 || carrier_release(o->primary) < 0) {
     {
       ErrorGuard keep;
       if (!carrier_is_owned(o->primary) && !carrier_is_released(o->primary))
         o->state.reclaimed_primary(carrier_claim(o->primary));  // 0 (error cleared) when the claim failed
     }
+    discard(&fresh, fresh_token);
     unlock(self, me);
     return nullptr;
+  }
+  if (fresh) {
+    // The fresh secondary holds the values: the replaced one is given up.
+    Ref replaced = Ref::steal(o->secondary);
+    const int64_t replaced_token = o->state.token(E::Tier::Secondary);
+    o->secondary = fresh.release();
+    o->state.replaced_secondary(fresh_token);
+    ErrorGuard keep;
+    if (replaced_token && carrier_relinquish(replaced.get(), replaced_token) < 0) PyErr_WriteUnraisable(self);
+    if (!carrier_is_owned(replaced.get()) && carrier_release(replaced.get()) < 0) PyErr_WriteUnraisable(self);
   }
   o->state.evicted_primary_released();
   unlock(self, me);
@@ -497,7 +563,9 @@ PyObject* Evictable_get_secondary(PyObject* self, void*) { return tier_or_none(a
 PyMethodDef Evictable_methods[] = {
     {"evict", Evictable_evict, METH_NOARGS,
      "Move the values into the secondary through the exact-pair move route, then release the primary's "
-     "storage. No-op when already evicted. On failure the Evictable stays promoted with its values."},
+     "storage. An empty secondary grows; one too small that cannot grow is replaced by a fresh mutable carrier "
+     "of its class (secondary.allocate_like), and the replaced one is released. No-op when already evicted. On "
+     "failure the Evictable stays promoted with its tiers and values, and eviction can be retried."},
     {"promote", Evictable_promote, METH_NOARGS,
      "Allocate fresh primary storage of the primary's exact class and move the values back into it. No-op "
      "when promoted. On failure the Evictable stays evicted with its values."},
@@ -510,7 +578,9 @@ PyGetSetDef Evictable_getset[] = {
      "allocated carrier of the same class after each promotion. Owned: read-only to everyone else.",
      nullptr},
     {"secondary", Evictable_get_secondary, nullptr,
-     "The secondary tier (the supplied carrier throughout). Owned: read-only to everyone else.", nullptr},
+     "The secondary tier: the supplied carrier, or the fresh one an eviction replaced a too-small one with. "
+     "Owned: read-only to everyone else.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 }  // namespace
@@ -522,21 +592,24 @@ int evictable_module_init(PyObject* module) {
   Evictable_Type.tp_doc =
       "Evictable(primary, secondary)\n\n"
       "A two-tier carrier that owns both tiers: values live in primary while promoted and in secondary while "
-      "evicted. evict() moves them into the secondary (an empty secondary grows) through the exact-pair move "
-      "route of the tiers' classes and releases the primary's storage; promote() allocates fresh storage of the "
-      "primary's exact class and moves them back (`primary` is then that new carrier; `secondary` stays the "
-      "supplied one). A failed transition keeps the previous residency and values.\n\n"
+      "evicted. evict() moves them into the secondary through the exact-pair move route of the tiers' classes "
+      "and releases the primary's storage; an empty secondary grows, and one too small that cannot grow is "
+      "replaced by a fresh mutable carrier of its class (secondary.allocate_like; the replaced one is "
+      "released). promote() allocates fresh storage of the primary's exact class and moves them back "
+      "(`primary` is then that new carrier). A failed transition keeps the previous residency, tiers and "
+      "values, and can be retried.\n\n"
       "Tiers must be distinct (ValueError), live (RuntimeError), unowned (RuntimeError), Carriers (TypeError) of "
-      "identical dtype (TypeError); the secondary mutable (RuntimeError) and, when not empty, at least as large "
-      "as the primary (ValueError 'too small': a non-empty secondary is never grown); the primary non-empty "
-      "(ValueError). A Metal tier needs registered move operations for both "
+      "identical dtype (TypeError); the secondary mutable (RuntimeError); the primary non-empty (ValueError). A "
+      "Metal tier needs registered move operations for both "
       "edges (NotImplementedError). Nothing is claimed unless every check passes.\n\n"
       "Reads and writes while evicted raise RuntimeError ('evicted'). A write through a promoted Evictable adds 1 "
       "to the Evictable's version (not the tier's). The tiers are owned, so they are not publicly mutable and "
       "export read-only; the Evictable itself refuses DLPack in both residencies. size() follows the residency. "
-      "release() and garbage collection relinquish and release both tiers: their storage belonged to the "
-      "Evictable, so a caller still holding a tier sees an unowned, released carrier (RuntimeError 'released' on "
-      "use). An Evictable is a move destination only while promoted.";
+      "release() relinquishes and releases both tiers: their storage belonged to the Evictable, so a caller "
+      "still holding a tier sees an unowned, released carrier (RuntimeError 'released' on use). Garbage "
+      "collection without release() only relinquishes them: a tier the caller holds is live and usable again. "
+      "new_like()/allocate_like() build the primary from the primary's hooks and leave the secondary empty "
+      "until the first eviction. An Evictable is a move destination only while promoted.";
   Evictable_Type.tp_base = &Carrier_Type;
   Evictable_Type.tp_new = Evictable_new;
   Evictable_Type.tp_init = Evictable_init;

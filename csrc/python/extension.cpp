@@ -374,7 +374,7 @@ PyObject* RouteMove_copy(PyObject* self, PyObject* args) {
   Py_ssize_t count;
   if (!PyArg_ParseTuple(args, "O!O!OO&:_copy", &Tensor_Type, &tensor, &Carrier_Type, &dest, &output, count_arg, &count))
     return nullptr;
-  if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
+  if (tensor_reject_multi(tensor, "move") < 0 || move_check_dtype(tensor, dest) < 0) return nullptr;
   Ref route = Ref::borrow(PyDict_GetItemWithError(g.route_of, as_obj(Py_TYPE(self))));
   if (!route) {
     if (!PyErr_Occurred())

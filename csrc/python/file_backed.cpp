@@ -1,13 +1,19 @@
 // FileBacked: slots in a binary file (native byte order; Floating as 8-byte
-// double, Float32 and Int32 as 4 bytes) in the per-process temporary
-// directory (sw::TempDirectory under tempfile.gettempdir()) or in a
-// directory the caller names. A new FileBacked is empty and grows
-// (zero-filled) when used as a move destination. The file is removed on
-// release, on garbage collection and at exit: the atexit hook, in a forked
-// multiprocessing worker a multiprocessing finalizer (workers leave through
-// os._exit, past atexit), and the directory's C++ destructor as a last resort.
+// double, Float32 and Int32 as 4 bytes).
+// - Temporary (the constructor, new_like, allocate_like): in the
+//   per-process temporary directory (sw::TempDirectory under
+//   tempfile.gettempdir()) or in a directory the caller names. A new one is
+//   empty and grows (zero-filled) when used as a move destination. The file
+//   is removed on release, on garbage collection and at exit: the atexit
+//   hook, in a forked multiprocessing worker a multiprocessing finalizer
+//   (workers leave through os._exit, past atexit), and the directory's C++
+//   destructor as a last resort. Across fork it behaves like memory (the
+//   engine's copy on first write, sw::FileStore::unshare).
+// - A user's file (FileBacked.open / FileBacked.create): never removed,
+//   shared like any file; an opened one is a fixed region of the file.
 #include <cerrno>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -16,6 +22,7 @@
 #include "carrier_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"
+#include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "file_store.hpp"
@@ -74,14 +81,15 @@ int raise_io_exception(const std::string& path) {
 }
 
 // A str or path-like argument as a file-system string (bytes rejected, as
-// for the filename). what names the argument in the TypeError.
-int fs_string(PyObject* arg, const char* what, std::string* out) {
+// for the filename). what names the argument in the TypeError; none_ok
+// says whether the message offers None.
+int fs_string(PyObject* arg, const char* what, std::string* out, bool none_ok = true) {
   Ref fs = Ref::steal(PyOS_FSPath(arg));
   if (!fs && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
   if (!fs || !PyUnicode_Check(fs.get())) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "FileBacked %s must be a str, a path-like object or None, not %.100s", what,
-                 type_name(arg));
+    PyErr_Format(PyExc_TypeError, "FileBacked %s must be %s, not %.100s", what,
+                 none_ok ? "a str, a path-like object or None" : "a str or a path-like object", type_name(arg));
     return -1;
   }
   Ref bytes = Ref::steal(PyUnicode_EncodeFSDefault(fs.get()));
@@ -160,12 +168,26 @@ std::string temp_base() {
   return b;
 }
 
+// The first FileBacked of a process sweeps the per-process directories of
+// dead processes under tempfile.gettempdir(); a temporary file in the
+// per-process directory does so when it creates that directory, the other
+// kinds (directory=, FileBacked.open/create) here. Never fails the caller.
+void sweep_dead_directories() {
+  ErrorGuard keep;
+  try {
+    g_store.sweep_once(temp_base);
+  } catch (...) {
+    PyErr_Clear();  // no usable temporary directory: nothing to sweep
+  }
+}
+
 // Creates the file of a fresh object (no file yet) under name (or a
 // generated unique name when NULL) in directory (or the per-process
 // directory when NULL).
 int fb_create(FileBackedObject* o, const std::string* name, const std::string* directory, PyObject* dtype,
               bool mutable_) {
   std::string path;
+  if (directory) sweep_dead_directories();
   try {
     path = g_store.create(o->file, o, name, directory, temp_base);
   } catch (...) {
@@ -196,18 +218,26 @@ int fb_resize(FileBackedObject* o, Py_ssize_t n) {
 }
 
 
+// A fresh instance of type (FileBacked or a subclass) with no file yet;
+// Python __init__ of a subclass is not run.
+Ref fb_alloc(PyTypeObject* type) {
+  Ref args = Ref::steal(PyTuple_New(0));
+  if (!args) return Ref();
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
+  if (!self) return Ref();
+  if (!PyObject_TypeCheck(self.get(), &FileBacked_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type_name(type));
+    return Ref();
+  }
+  return self;
+}
+
 // Fresh file-backed instance of type (the receiver's exact class) with n
 // zero slots, in directory (NULL: the per-process directory). Python
 // __init__ of a subclass is not run.
 PyObject* fb_make(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutable_, const std::string* directory) {
-  Ref args = Ref::steal(PyTuple_New(0));
-  if (!args) return nullptr;
-  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
+  Ref self = fb_alloc(type);
   if (!self) return nullptr;
-  if (!PyObject_TypeCheck(self.get(), &FileBacked_Type)) {
-    PyErr_Format(PyExc_TypeError, "%s.__new__ did not return a FileBacked carrier", type_name(type));
-    return nullptr;
-  }
   // On failure the Ref's DECREF runs dealloc, which removes a created file.
   if (fb_create(as_fb(self.get()), nullptr, directory, dtype, mutable_) < 0) return nullptr;
   if (n > 0 && fb_resize(as_fb(self.get()), n) < 0) return nullptr;
@@ -261,8 +291,22 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   return 0;
 }
 
+// o->path := the file's current path while it is open (a temporary file's
+// changes when a forked process makes its private copy). 0 / -1.
+int refresh_path(FileBackedObject* o) {
+  if (!o->file.is_open()) return 0;
+  PyObject* p = PyUnicode_DecodeFSDefault(o->file.path().c_str());
+  if (!p) return -1;
+  Py_XSETREF(o->path, p);
+  return 0;
+}
+
 void vt_release(CarrierObject* c) {
   FileBackedObject* o = as_fb(c);
+  {
+    ErrorGuard keep;  // release never fails: the old path stays on error
+    if (refresh_path(o) < 0) PyErr_Clear();
+  }
   g_store.close(o->file);
   o->size = 0;
 }
@@ -297,6 +341,8 @@ PyObject* vt_allocate_like(CarrierObject* c, Py_ssize_t n, bool mutable_, PyObje
 int vt_reserve(CarrierObject* c, Py_ssize_t n) {
   FileBackedObject* o = as_fb(c);
   if (o->size != 0) return 0;  // only an empty destination grows
+  // An opened region never grows: the bytes after it are the user's.
+  if (o->file.is_open() && !o->file.resizable()) return 0;
   if (!o->file.is_open()) {
     PyErr_SetString(PyExc_RuntimeError, "FileBacked carrier has no file (was __init__ called?)");
     return -1;
@@ -356,12 +402,168 @@ void FileBacked_dealloc(PyObject* self) {
 
 PyObject* FileBacked_get_path(PyObject* self, void*) {
   FileBackedObject* o = as_fb(self);
+  if (refresh_path(o) < 0) return nullptr;
   if (!o->path) Py_RETURN_NONE;
   // After release the file is gone; the path still names where it was.
   Ref pathlib = Ref::steal(PyImport_ImportModule("pathlib"));
   if (!pathlib) return nullptr;
   return PyObject_CallMethod(pathlib.get(), "Path", "O", o->path);
 }
+
+// ------------------------------------------------------ a user's files
+
+// dtype= of open()/create(): required, keyword-only (PyArg cannot require a
+// keyword-only argument). 0 / -1.
+int required_dtype(PyObject* dtype, const char* fn) {
+  if (!dtype) {
+    PyErr_Format(PyExc_TypeError, "%s() missing required keyword-only argument: 'dtype'", fn);
+    return -1;
+  }
+  return check_dtype(dtype);
+}
+
+int slots_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "slots"); }
+
+// The path argument of open()/create(), made absolute (a later chdir()
+// changes nothing). 0 / -1.
+int user_path(PyObject* arg, std::string* out) {
+  std::string p;
+  if (fs_string(arg, "path", &p, false) < 0) return -1;
+  if (p.empty()) {
+    PyErr_SetString(PyExc_ValueError, "FileBacked path must not be empty");
+    return -1;
+  }
+  try {
+    *out = sw::absolute_path(p);
+  } catch (...) {
+    return raise_io_exception(p);
+  }
+  return 0;
+}
+
+// A failure to open or create a user's file at path: OSError of the errno
+// subclass naming path, but ValueError for a file that is not a regular
+// file (EINVAL from FileStorage::open_existing).
+int raise_user_file_error(const std::string& path) {
+  try {
+    throw;
+  } catch (const std::system_error& e) {
+    if (e.code().value() == EINVAL) {
+      PyErr_Format(PyExc_ValueError, "FileBacked needs a regular file: '%s' is not one", path.c_str());
+      return -1;
+    }
+    return raise_os_error(e.code().value(), path);
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
+// Fills the fresh object o (its file open) as a user's file of n slots.
+void fill_user_file(FileBackedObject* o, PyObject* path, PyObject* dtype, Py_ssize_t n, bool mutable_) {
+  Py_XSETREF(o->path, path);
+  Py_SETREF(o->dtype, Py_NewRef(dtype));
+  o->size = n;
+  o->user_directory = false;
+  o->base.constructed_mutable = mutable_;
+}
+
+// A fresh object of cls (no file yet) for a user's file at path, and path
+// as a str; the process's first FileBacked sweeps first. False with an
+// exception set.
+bool user_file_object(PyObject* cls, const std::string& path, Ref* self, Ref* py_path) {
+  sweep_dead_directories();
+  *self = fb_alloc(reinterpret_cast<PyTypeObject*>(cls));
+  if (!*self) return false;
+  *py_path = Ref::steal(PyUnicode_DecodeFSDefault(path.c_str()));
+  return static_cast<bool>(*py_path);
+}
+
+PyObject* FileBacked_open(PyObject* cls, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"path", "dtype", "offset", "slots", "mutable", nullptr};
+  PyObject* path_arg;
+  PyObject* dtype = nullptr;
+  PyObject* slots_obj = Py_None;
+  Py_ssize_t offset = 0;
+  int mutable_ = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO&Op:open", const_cast<char**>(kw), &path_arg, &dtype,
+                                   offset_arg, &offset, &slots_obj, &mutable_))
+    return nullptr;
+  if (required_dtype(dtype, "FileBacked.open") < 0) return nullptr;
+  std::optional<int64_t> slots;
+  if (slots_obj != Py_None) {
+    Py_ssize_t n;
+    if (!slots_arg(slots_obj, &n)) return nullptr;
+    slots = n;
+  }
+  const int item = sw::itemsize(dtype_code(dtype));
+  std::string path;
+  // The arguments are checked before the file system is touched.
+  if (engine_call([&] { sw::check_region_arguments(offset, slots, item); }) < 0 || user_path(path_arg, &path) < 0)
+    return nullptr;
+  Ref self, py_path;
+  if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
+  FileBackedObject* o = as_fb(self.get());
+  sw::FileRegion region{};
+  try {
+    const int64_t file_bytes = o->file.open_existing(path, mutable_ != 0);
+    region = sw::plan_file_region(path, file_bytes, offset, slots, item);
+    o->file.set_region(region.base, region.slots * item);
+  } catch (const std::system_error&) {
+    raise_user_file_error(path);
+    return nullptr;
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
+  }
+  fill_user_file(o, py_path.release(), dtype, static_cast<Py_ssize_t>(region.slots), mutable_ != 0);
+  return self.release();
+}
+
+PyObject* FileBacked_create_file(PyObject* cls, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"path", "slots", "dtype", nullptr};
+  PyObject* path_arg;
+  PyObject* dtype = nullptr;
+  Py_ssize_t n;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|$O:create", const_cast<char**>(kw), &path_arg, slots_arg, &n,
+                                   &dtype))
+    return nullptr;
+  if (required_dtype(dtype, "FileBacked.create") < 0) return nullptr;
+  if (n < 0) {
+    PyErr_Format(PyExc_ValueError, "FileBacked.create slots must be non-negative, not %zd", n);
+    return nullptr;
+  }
+  int64_t bytes = 0;
+  std::string path;
+  if (engine_call([&] { bytes = sw::file_slot_bytes(n, sw::itemsize(dtype_code(dtype))); }) < 0 ||
+      user_path(path_arg, &path) < 0)
+    return nullptr;
+  Ref self, py_path;
+  if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
+  FileBackedObject* o = as_fb(self.get());
+  try {
+    o->file.create_persistent(path, bytes);
+  } catch (...) {
+    raise_user_file_error(path);
+    return nullptr;
+  }
+  fill_user_file(o, py_path.release(), dtype, n, true);
+  return self.release();
+}
+
+PyMethodDef FileBacked_methods[] = {
+    {"open", method_cast(FileBacked_open),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "open($cls, /, path, *, dtype, offset=0, slots=None, mutable=False)\n--\n\n"
+     "A FileBacked over a region of an existing file, without copying: slot 0 at byte offset (a multiple of the "
+     "item size), slots slots (None: the rest of the file, a whole number of slots). Read-only unless "
+     "mutable=True (writes then reach the file). The file is never removed and is shared like any file, "
+     "across fork too; release() only closes it. The region has a fixed size."},
+    {"create", method_cast(FileBacked_create_file),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "create($cls, /, path, slots, *, dtype)\n--\n\n"
+     "A FileBacked over a new file at path (an existing one: FileExistsError) of slots zero slots. The file "
+     "persists: never removed at release, garbage collection or exit, and shared like any file across fork."},
+    {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef FileBacked_getset[] = {
     {"path", FileBacked_get_path, nullptr, "pathlib.Path of the backing file (where it was, after release).",
@@ -431,13 +633,18 @@ int file_backed_module_init(PyObject* module) {
       "temporary directory under tempfile.gettempdir() (so TMPDIR is honoured), re-created if it vanished. "
       "filename must be a plain name (no directory parts: ValueError; an existing file: FileExistsError); "
       "None generates a unique one. A new FileBacked is empty and grows, zero-filled, when it is a move "
-      "destination; new_like/allocate_like results land in the receiver's directory. The file is removed on "
-      "release, on garbage collection and at exit (forked multiprocessing workers included). No DLPack export.";
+      "destination; new_like/allocate_like results land in the receiver's directory (a temporary directory "
+      "for a user's file). Such a temporary file behaves like memory: removed on release, on garbage "
+      "collection and at exit (forked multiprocessing workers included), private to each process after "
+      "fork() (the first write in a process copies it), and swept by the next process when its process died "
+      "without cleaning up. FileBacked.open and FileBacked.create use files at a user's path instead, never "
+      "removed. No DLPack export.";
   FileBacked_Type.tp_base = &Carrier_Type;
   FileBacked_Type.tp_new = FileBacked_new;
   FileBacked_Type.tp_init = FileBacked_init;
   FileBacked_Type.tp_dealloc = FileBacked_dealloc;
   FileBacked_Type.tp_getset = FileBacked_getset;
+  FileBacked_Type.tp_methods = FileBacked_methods;
   if (add_type(module, &FileBacked_Type, "FileBacked") < 0) return -1;
   return register_hooks();
 }

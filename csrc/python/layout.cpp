@@ -211,7 +211,7 @@ PyObject* Layout_subscript(PyObject* self, PyObject* key) {
     Py_ssize_t n = PySlice_AdjustIndices(n_modes, &start, &stop, step);
     return layout_from_call([&] { return sw::select_modes(l, start, step, n); });
   }
-  if (PyIndex_Check(key)) {
+  if (PyIndex_Check(key) && !PyBool_Check(key)) {  // bool is no mode number
     Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
     if (i == -1 && PyErr_Occurred()) return nullptr;
     if (i < 0) i += n_modes;

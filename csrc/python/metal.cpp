@@ -215,11 +215,17 @@ int Metal_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_RuntimeError, "Metal.__init__() cannot be called twice");
     return -1;
   }
-  // Without a runtime nothing else matters: every Linux construction fails here.
-  auto rt = require_runtime();
-  if (!rt) return -1;
+  // The arguments are checked first, as every other carrier checks them, so
+  // a bad call reads the same on every platform; only a valid one learns
+  // that there is no runtime (every Linux machine).
   sw::DTypeCode code;
   if (carrier_parse_dtype(sw::CarrierKind::Metal, dtype, &code) < 0) return -1;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "Metal size must be non-negative");
+    return -1;
+  }
+  auto rt = require_runtime();
+  if (!rt) return -1;
   return metal_storage(o, std::move(rt), n, code, mutable_ != 0, empty == 0);
 }
 
@@ -248,7 +254,7 @@ PyObject* MetalOp_copy(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_TypeError, "_copy() destination must be the Carrier output is bound to");
     return nullptr;
   }
-  if (tensor_reject_multi(tensor, "move") < 0) return nullptr;
+  if (tensor_reject_multi(tensor, "move") < 0 || move_check_dtype(tensor, dest) < 0) return nullptr;
   TensorObject* s = as_tensor(tensor);
   TensorObject* out = as_tensor(output);
   PyObject* src = s->carrier;

@@ -39,6 +39,8 @@ int intern_module_names() {
       {&n.pointer, "pointer"},
       {&n.device_type, "device_type"},
       {&n.device_id, "device_id"},
+      {&n.dunder_dlpack, "__dlpack__"},
+      {&n.dunder_dlpack_exchange_api, "__dlpack_c_exchange_api__"},
   };
   for (auto& e : table) {
     if (*e.slot) continue;  // interned by an earlier import of this process

@@ -23,6 +23,8 @@ struct InternedNames {
       *dlpack_info, *mutable_, *empty;
   // __dlpack__ keywords and dlpack_info() fields (dlpack.cpp).
   PyObject *stream, *max_version, *dl_device, *copy, *pointer, *device_type, *device_id;
+  // The consumer protocol (dlpack_import.cpp).
+  PyObject *dunder_dlpack, *dunder_dlpack_exchange_api;
 };
 
 struct TiledValueTypes {
@@ -45,6 +47,7 @@ struct ModuleState {
   move_internal::MoveState move;
   ext::ExtensionState extension;
   DlpackArgCache dlpack;
+  DlpackImportState dlpack_import;
 };
 
 inline ModuleState module_state;

@@ -12,6 +12,7 @@
 #include "module.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
+#include "util/args.hpp"
 #include "clock.hpp"
 #include "profiling/event_store.hpp"
 #include "util/type_object.hpp"
@@ -255,9 +256,9 @@ PyObject* hook_record(PyObject*, PyObject* args, PyObject* kwargs) {
   const char* name;
   long long start_ns, duration_ns;
   int succeeded;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsOOLLp|OO:_profiler_record", const_cast<char**>(kwlist), &session,
-                                   &name, &carrier_type, &impl_type, &start_ns, &duration_ns, &succeeded, &parent,
-                                   &shapes))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsOOO&O&p|OO:_profiler_record", const_cast<char**>(kwlist),
+                                   &session, &name, &carrier_type, &impl_type, ns_arg, &start_ns, ns_arg,
+                                   &duration_ns, &succeeded, &parent, &shapes))
     return nullptr;
   if (shapes != Py_None && !PyTuple_Check(shapes)) {
     PyErr_Format(PyExc_TypeError, "_profiler_record() input_shapes must be a tuple or None, not %s", type_name(shapes));
@@ -281,8 +282,9 @@ PyObject* hook_record(PyObject*, PyObject* args, PyObject* kwargs) {
   if (parent == Py_None) {
     parent_id = profiler_parent_id(session);
   } else {
-    parent_id = PyLong_AsLongLong(parent);
-    if (parent_id == -1 && PyErr_Occurred()) return nullptr;
+    long long v;
+    if (!int64_value(parent, &v, "_profiler_record() parent_id")) return nullptr;
+    parent_id = v;
   }
   const int64_t id = profiler_new_id(session);
   if (profiler_record(session, id, parent_id, name, carrier_type == Py_None ? nullptr : carrier_type,

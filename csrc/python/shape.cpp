@@ -234,7 +234,7 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
       return PyErr_NoMemory();
     }
   }
-  if (PyIndex_Check(key)) {
+  if (PyIndex_Check(key) && !PyBool_Check(key)) {  // bool is no mode number
     Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
     if (i == -1 && PyErr_Occurred()) return nullptr;
     if (i < 0) i += static_cast<Py_ssize_t>(ch.size());

@@ -332,6 +332,10 @@ PyGetSetDef Tensor_getset[] = {
 
 PyTypeObject Tensor_Type = static_type("strideweave.Tensor", sizeof(TensorObject));
 
+PyObject* tensor_over_native(PyObject* carrier, PyObject* layout, sw::DTypeCode dtype) {
+  return tensor_alloc(&Tensor_Type, carrier, 0, layout, dtype_singleton(dtype));
+}
+
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout) {
   PyObject* off = PyLong_FromSsize_t(offset);
   if (!off) return nullptr;

@@ -284,13 +284,12 @@ int store_leaf(PyObject* v, sw::DTypeCode code, void* dst, int64_t slot) {
   }
 }
 
-// Re-raises the pending exception (same type) with the element's position.
+// Adds the element's position to the pending exception, raised while
+// converting it: in the message of the library's own errors, as a note on
+// anything a leaf's __float__/__index__ raised (see locate_error).
 void annotate(const std::vector<int64_t>& shape, int64_t ordinal) {
-  PyObject* exc = compat::take_raised();
-  if (!exc) return;
-  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%S (at index %s of data with shape %s)", exc,
-               position_text(shape, ordinal).c_str(), shape_text(shape).c_str());
-  Py_DECREF(exc);
+  const std::string at = "at index " + position_text(shape, ordinal) + " of data with shape " + shape_text(shape);
+  locate_error("", (" (" + at + ")").c_str(), at.c_str());
 }
 
 PyObject* from_values(PyObject* data, bool scalar, bool dtype_given, sw::DTypeCode code, PyObject* layout_arg) {
@@ -375,6 +374,14 @@ PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
   }
   if (is_level(data)) return from_values(data, false, dtype_given, code, layout);
   if (is_number_like(data)) return from_values(data, true, dtype_given, code, layout);
+  // tensor() never consumes DLPack (API.md section 11); the import does.
+  if (PyCapsule_CheckExact(data) || PyObject_HasAttrString(data, "__dlpack__")) {
+    PyErr_Format(PyExc_TypeError,
+                 "tensor() does not read DLPack %s; strideweave.from_dlpack(x) imports it (without a copy, or "
+                 "with copy=True)",
+                 PyCapsule_CheckExact(data) ? "capsules" : "objects without __array__ or the buffer protocol");
+    return nullptr;
+  }
   PyErr_Format(PyExc_TypeError,
                "tensor() expects an object with the buffer protocol or __array__, a nested sequence of numbers "
                "or a number, not %.100s",

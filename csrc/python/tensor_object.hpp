@@ -4,6 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "dtype.hpp"
 #include "layout_object.hpp"
 
 namespace swpy {
@@ -25,6 +26,10 @@ inline bool is_tensor(PyObject* o) { return PyObject_TypeCheck(o, &Tensor_Type);
 inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }
 // Validating constructor (same checks as Tensor(...)).
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout);
+// A Tensor at offset 0 over a built-in carrier the caller has just made
+// (no Python hooks) whose dtype is dtype and whose slots cover layout's
+// cosize: nothing is checked (strideweave.from_dlpack's results).
+PyObject* tensor_over_native(PyObject* carrier, PyObject* layout, sw::DTypeCode dtype);
 // True for a multi-subtensor tensor.
 inline bool tensor_is_multi(PyObject* t) { return as_tensor(t)->representation != nullptr; }
 // Raises NotImplementedError("Multi-subtensor Tensor <reason> is not

@@ -5,10 +5,13 @@
 //
 //   install_fake_metal_runtime() -> FakeMetalRuntime   controller of the fake
 //   remove_metal_runtime()                             no runtime again
+//   dlpack_capsule(...), dlpack_deleted(), ...         a counting DLPack
+//                                                      producer (dlpack_producer.cpp)
 #include <cstring>
 #include <memory>
 #include <new>
 
+#include "dlpack_producer.hpp"
 #include "metal_fake_runtime.hpp"
 #include "metal_test_hooks.hpp"
 #include "util/ref.hpp"
@@ -151,7 +154,8 @@ PyMethodDef module_methods[] = {
 
 PyModuleDef testing_module = {
     PyModuleDef_HEAD_INIT, "strideweave._testing",
-    "Test doubles for StrideWeave's own tests (not public API): the fake Metal runtime.", -1, module_methods,
+    "Test doubles for StrideWeave's own tests (not public API): the fake Metal runtime and a counting DLPack "
+    "producer.", -1, module_methods,
     nullptr, nullptr, nullptr, nullptr};
 
 // Finds _core's hook table; ImportError when it is missing or of another
@@ -187,7 +191,8 @@ PyMODINIT_FUNC PyInit__testing(void) {
   if (PyType_Ready(&Fake_Type) < 0) return nullptr;
   PyObject* m = PyModule_Create(&testing_module);
   if (!m) return nullptr;
-  if (PyModule_AddObjectRef(m, "FakeMetalRuntime", reinterpret_cast<PyObject*>(&Fake_Type)) < 0) {
+  if (PyModule_AddObjectRef(m, "FakeMetalRuntime", reinterpret_cast<PyObject*>(&Fake_Type)) < 0 ||
+      PyModule_AddFunctions(m, dlpack_producer_functions) < 0) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -27,6 +27,27 @@ Decisions the contract leaves open:
 - An empty (0-slot) carrier that is a move destination grows: the in-memory
   one is replaced by a store of the needed size, a persistent one is resized
   (its metadata rewritten).
+- An array whose domain does not start at 0 (a spec with a translated
+  ``transform``, say) is seen from a zero origin: slot 0 is its first
+  element in C order, wherever its domain starts.
+- Sizes: one dimension of a TensorStore array holds at most ``2**62 - 1``
+  elements (TensorStore's own limit), and a carrier at most ``2**63 - 1``
+  slots (a 64-bit index); beyond either, ``create``/``open``/``open_tensor``
+  raise ``ValueError`` naming the limit.
+- S3 requests are retried at most 3 times in all (``max_retries: 3``),
+  0.1 s after the first failure, then twice as long each time, at most 1 s
+  apart (``S3_REQUEST_RETRIES``, the ``s3_request_retries`` resource of the
+  fresh context every ``create``/``open``/``open_tensor`` opens its store
+  in): a move to a server that goes away fails within about a second with
+  the store's error and gives its source back, instead of retrying for many
+  minutes (TensorStore's own default, 32 attempts up to 32 s apart) and
+  holding up the process's other S3 requests meanwhile. A ``context`` in the
+  spec overrides it (``{"context": {"s3_request_retries": {...}}, ...}``).
+  A server that stops answering without closing its connections is bounded
+  only by TensorStore's process-wide curl settings
+  (``TENSORSTORE_CURL_LOW_SPEED_TIME_SECONDS``,
+  ``TENSORSTORE_CURL_LOW_SPEED_LIMIT_BYTES``), which StrideWeave leaves as
+  they are; ``wait(timeout=...)`` bounds the wait for the result.
 - Errors from the store (missing array or bucket, permission, network)
   propagate as TensorStore raises them (``ValueError``/``OSError`` subclasses
   with the store's message): from ``create``/``open``/``open_tensor``
@@ -36,6 +57,7 @@ Decisions the contract leaves open:
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from typing import Any, Iterator, cast
 
@@ -61,12 +83,44 @@ _DTYPES = {
 }
 
 
+# TensorStore's largest extent (its finite indices end at 2**62 - 2) and a
+# carrier's largest slot count (a 64-bit index).
+_MAX_EXTENT = 2**62 - 1
+_MAX_SLOTS = sys.maxsize
+
+
+def _zero_origin(store: Any) -> Any:
+    """The store seen from a zero origin in every dimension."""
+    if store.rank and any(int(o) != 0 for o in store.origin):
+        return store[_ts.d[:].translate_to[0]]
+    return store
+
+
+def _check_slots(shape: Any, what: str) -> int:
+    n = math.prod(int(e) for e in shape)
+    if n > _MAX_SLOTS:
+        raise ValueError(f"{what}: an array of shape {list(shape)} has {n} elements; a carrier holds at most "
+                         f"2**63 - 1 ({_MAX_SLOTS}) slots")
+    return n
+
+
 def _sw_dtype(store: Any) -> Any:
     for d, (tsd, _) in _DTYPES.items():
         if store.dtype == tsd:
             return d
     raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32 arrays (zarr float32, int32), "
                      f"not {store.dtype.name}")
+
+
+# The S3 retry bound of the context every create()/open()/open_tensor()
+# opens its store in (a fresh one each time, as TensorStore's own default
+# is; see the module docstring). A context in the spec itself overrides it.
+S3_REQUEST_RETRIES = {"max_retries": 3, "initial_delay": "0.1s", "max_delay": "1s"}
+
+
+def _open(spec: Any, **kwargs: Any) -> Any:
+    context = _ts.Context({"s3_request_retries": S3_REQUEST_RETRIES})
+    return _ts.open(_normalise_spec(spec), context=context, **kwargs).result()
 
 
 def _normalise_spec(spec: Any) -> Any:
@@ -97,11 +151,13 @@ class TensorStoreCarrier(_core.Carrier):
         super().__init__(slots, dtype=dtype, mutable=mutable)
 
     @classmethod
-    def _adopt(cls, store: Any, *, mutable: bool) -> TensorStoreCarrier:
+    def _adopt(cls, store: Any, *, mutable: bool, what: str = "TensorStoreCarrier.open()") -> TensorStoreCarrier:
         dtype = _sw_dtype(store)
+        store = _zero_origin(store)
+        n = _check_slots(store.shape, what)
         _handoff.store = store
         try:
-            return cls(math.prod(store.shape), dtype=dtype, mutable=mutable)
+            return cls(n, dtype=dtype, mutable=mutable)
         finally:
             _handoff.store = None
 
@@ -114,6 +170,9 @@ class TensorStoreCarrier(_core.Carrier):
             raise TypeError(f"slots must be an int, not {type(slots).__name__}")
         if slots < 0:
             raise ValueError("slots must be non-negative")
+        if slots > _MAX_EXTENT:
+            raise ValueError(f"slots must be at most 2**62 - 1 ({_MAX_EXTENT}), TensorStore's largest array "
+                             f"extent, not {slots}")
         if dtype not in _DTYPES:
             raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32, not {dtype!r}")
         kw: dict[str, Any] = {}
@@ -122,15 +181,17 @@ class TensorStoreCarrier(_core.Carrier):
                 raise TypeError(f"chunk_slots must be an int, not {type(chunk_slots).__name__}")
             if chunk_slots < 1:
                 raise ValueError("chunk_slots must be positive")
+            if chunk_slots > _MAX_EXTENT:
+                raise ValueError(f"chunk_slots must be at most 2**62 - 1 ({_MAX_EXTENT}), not {chunk_slots}")
             kw["chunk_layout"] = _ts.ChunkLayout(chunk_shape=[chunk_slots])
-        store = _ts.open(_normalise_spec(spec), create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw).result()
-        return cls._adopt(store, mutable=True)
+        store = _open(spec, create=True, dtype=_DTYPES[dtype][0], shape=[slots], **kw)
+        return cls._adopt(store, mutable=True, what="TensorStoreCarrier.create()")
 
     @classmethod
     def open(cls, spec: Any, *, mutable: bool = True) -> TensorStoreCarrier:
         """Open an existing 1-D Float32 or Int32 array (``open_tensor`` opens
         arrays of any rank)."""
-        store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+        store = _open(spec, open=True, read=True, write=bool(mutable))
         if store.rank != 1:
             raise ValueError(f"TensorStoreCarrier.open() needs a 1-D array, this one has rank {store.rank}; "
                              "use open_tensor() for N-d arrays")
@@ -149,11 +210,11 @@ def open_tensor(spec: Any, *, mutable: bool = True) -> Any:
     """Open an existing N-d Float32/Int32 array (written by anyone) as a
     Tensor: its Layout is the array's shape with row-major strides over a
     TensorStoreCarrier of prod(shape) slots in C order."""
-    store = _ts.open(_normalise_spec(spec), open=True, read=True, write=bool(mutable)).result()
+    store = _open(spec, open=True, read=True, write=bool(mutable))
     shape = [int(n) for n in store.shape]
     if not shape or any(n < 1 for n in shape):
         raise ValueError(f"open_tensor() needs an array of rank >= 1 with non-empty extents, not shape {shape}")
-    carrier = TensorStoreCarrier._adopt(store, mutable=mutable)
+    carrier = TensorStoreCarrier._adopt(store, mutable=mutable, what="open_tensor()")
     strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
     layout = _core.Layout(_core.Shape(shape), _core.Stride(strides))
     return _core.Tensor(carrier, 0, layout)
@@ -261,11 +322,19 @@ class _Completion(ProviderCompletion):
         return all(f.done() for f in self._futures)
 
     def wait(self) -> None:
+        # Every future is waited for, even after one failed: the host views
+        # must outlive every request that may still read or write them.
+        failure: BaseException | None = None
         try:
             for f in self._futures:
-                f.result()
+                try:
+                    f.result()
+                except Exception as e:
+                    failure = failure or e
         finally:
             self._keep = []
+        if failure is not None:
+            raise failure
 
 
 def _check(request: TransferRequest) -> Unsupported | None:

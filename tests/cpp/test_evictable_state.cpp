@@ -47,12 +47,14 @@ TEST(EvictableRules, Sizes) {
   EXPECT_EQ(rules.primary_size(0).rule, E::Rule::PrimaryEmpty);
   EXPECT_FALSE(rules.primary_size(4));
   EXPECT_EQ(rules.slots(), 4);
-  EXPECT_FALSE(rules.secondary_size(0));  // an empty secondary grows on eviction
-  EXPECT_FALSE(rules.secondary_size(4));
-  EXPECT_FALSE(rules.secondary_size(9));
-  auto v = rules.secondary_size(3);
-  EXPECT_EQ(v.rule, E::Rule::SecondaryTooSmall);
-  EXPECT_EQ(v.tier, E::Tier::Secondary);
+}
+
+TEST(EvictableRules, EvictionFitsTheSecondary) {
+  EXPECT_EQ(E::fit_secondary(4, 4), E::SecondaryFit::Fits);
+  EXPECT_EQ(E::fit_secondary(9, 4), E::SecondaryFit::Fits);
+  EXPECT_EQ(E::fit_secondary(0, 4), E::SecondaryFit::Grow);  // replaced when it cannot grow
+  EXPECT_EQ(E::fit_secondary(3, 4), E::SecondaryFit::Replace);
+  EXPECT_EQ(E::fit_secondary(1, 4), E::SecondaryFit::Replace);
 }
 
 TEST(EvictableRules, MetalEdgesNeedRegisteredOperations) {
@@ -102,6 +104,18 @@ TEST(EvictableResidency, FailedReleaseReclaimsThePrimary) {
   EXPECT_EQ(r.token(E::Tier::Primary), 7);
   r.reclaimed_primary(0);  // the claim failed: no token held
   EXPECT_EQ(r.token(E::Tier::Primary), 0);
+}
+
+TEST(EvictableResidency, ReplacedSecondaryKeepsTheResidency) {
+  E::Residency r;
+  r.attach(1, 2, 3, sw::DTypeCode::Float32);
+  r.replaced_secondary(9);
+  EXPECT_EQ(r.token(E::Tier::Secondary), 9);
+  EXPECT_EQ(r.token(E::Tier::Primary), 1);
+  EXPECT_FALSE(r.evicted());
+  r.evicted_primary_released();
+  EXPECT_TRUE(r.evicted());
+  EXPECT_EQ(r.token(E::Tier::Secondary), 9);
 }
 
 TEST(EvictableResidency, TakeTokenForgetsIt) {

@@ -116,7 +116,7 @@ TEST(Layout, ConstructorErrors) {
     EXPECT_NE(std::string(e.what()).find("mode 1"), std::string::npos);
   }
   EXPECT_THROW(Layout(N({L(2)}), N({L(1), L(2)})), std::invalid_argument);
-  EXPECT_THROW(Layout(N({L(0)}), N({L(1)})), std::invalid_argument);
+  EXPECT_THROW(Layout(N({L(-1)}), N({L(1)})), std::invalid_argument);
   EXPECT_THROW(Layout(N({L(2)}), N({L(-1)})), std::invalid_argument);
   EXPECT_THROW(Layout(L(2), L(1)), std::invalid_argument);
   const int64_t big = int64_t{1} << 32;
@@ -137,9 +137,33 @@ TEST(Layout, Canonical) {
   Layout r0 = Layout::canonical(N({}));
   EXPECT_EQ(r0.size(), 1);
   EXPECT_THROW(Layout::canonical(L(3)), std::invalid_argument);
-  EXPECT_THROW(Layout::canonical(N({L(0)})), std::invalid_argument);
+  EXPECT_THROW(Layout::canonical(N({L(-1)})), std::invalid_argument);
   const int64_t big = int64_t{1} << 32;
   EXPECT_THROW(Layout::canonical(N({L(big), L(big), L(2)})), std::invalid_argument);
+}
+
+// An extent-0 mode (only a zero-size DLPack import makes one: Shape refuses
+// 0): no coordinate, no slot, whatever the other modes span; the size
+// overflow check does not apply to what multiplies to 0.
+TEST(Layout, ExtentZeroIsEmpty) {
+  Layout a(N({L(0), L(3)}), N({L(3), L(1)}));
+  EXPECT_EQ(a.size(), 0);
+  EXPECT_EQ(a.cosize(), 0);
+  EXPECT_TRUE(a.is_injective());
+  EXPECT_FALSE(a.has_stride_zero());
+  Layout b(N({L(4), N({L(0), L(2)})}), N({L(0), N({L(7), L(100)})}));
+  EXPECT_EQ(b.size(), 0);
+  EXPECT_EQ(b.cosize(), 0);
+  const int64_t big = int64_t{1} << 40;
+  Layout c(N({L(big), L(big), L(0)}), N({L(1), L(big), L(1)}));
+  EXPECT_EQ(c.size(), 0);
+  EXPECT_EQ(Layout::canonical(N({L(3), L(0)})).cosize(), 0);
+  int visits = 0;
+  sw::for_each_index(a.leaves(), [&](int64_t, int64_t) { ++visits; });
+  EXPECT_EQ(visits, 0);
+  // Only extent 1 widens, and never to an empty mode.
+  EXPECT_THROW(Layout(N({L(1)}), N({L(1)})).broadcast_to(N({L(0)})), std::invalid_argument);
+  EXPECT_EQ(a.broadcast_to(N({L(0), L(3)})), a);
 }
 
 TEST(Layout, BroadcastTo) {

@@ -118,6 +118,30 @@ TEST(StorageExports, RetiringAMappingReturnsItsPhysicalMemory) {
   sw::drop_export_ref(ref);
 }
 
+// Heap buffers from kReturnPagesBytes up (below the mapping threshold) give
+// their whole pages back at release too; the partial pages at either end,
+// which malloc's neighbours share, are zeroed in place.
+TEST(StorageExports, RetiringAHeapBufferOfOneMiBReturnsItsPhysicalMemory) {
+  for (size_t n : {sw::kReturnPagesBytes, sw::kReturnPagesBytes * 4 + 100, sw::kMappedThreshold - 4096}) {
+    AlignedBuffer b;
+    b.allocate(n, false);
+    ASSERT_FALSE(b.is_mapped()) << n;
+    auto* p = static_cast<unsigned char*>(b.data());
+    std::memset(p, 0x5A, n);  // fault every page in
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page() - 1) & ~uintptr_t(page() - 1);
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + n) & ~uintptr_t(page() - 1);
+    void* inner = reinterpret_cast<void*>(first);
+    const size_t inner_bytes = last - first;
+    EXPECT_EQ(resident_pages(inner, inner_bytes), static_cast<long>(inner_bytes / page())) << n;
+    StorageControl* ref = b.acquire_export_ref();
+    ASSERT_NE(ref, nullptr);
+    b.release();
+    EXPECT_EQ(resident_pages(inner, inner_bytes), 0) << n << ": physical pages must be returned at release";
+    EXPECT_TRUE(all_zero(p, n)) << n;  // ends zeroed, the rest zero pages on touch
+    sw::drop_export_ref(ref);
+  }
+}
+
 TEST(StorageExports, LastOfManyReferencesFrees) {
   AlignedBuffer b;
   b.allocate(kLarge, true);

@@ -16,9 +16,11 @@ bool differentiable(PyObject* tensor);
 // Borrowed Shape object of a Tensor's layout.
 PyObject* shape_obj(PyObject* tensor);
 
-// Re-raises the pending exception as the same type with who + what put
-// before its message (who failed, for an error raised deeper down; two parts
-// so callers need not format a prefix on the success path). Returns -1.
+// Says who failed (who + what: "add(): ", "relu backward: ", ...) for an
+// exception raised deeper down (locate_error): the library's own errors read
+// "add(): <message>"; anything user code raised stays the same object with
+// the note "in add()". Two parts so callers need not format a prefix on the
+// success path. Returns -1.
 int add_error_context(const char* who, const char* what = "");
 
 // Runs engine code f(); whatever it throws becomes the matching Python

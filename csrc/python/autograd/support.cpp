@@ -1,5 +1,8 @@
 // Small helpers shared by the autograd family (see autograd/internal.hpp).
 #include "autograd/internal.hpp"
+
+#include <string>
+
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "tensor_object.hpp"
@@ -23,17 +26,10 @@ bool differentiable(PyObject* tensor) {
 PyObject* shape_obj(PyObject* tensor) { return reinterpret_cast<LayoutObject*>(as_tensor(tensor)->layout)->shape; }
 
 int add_error_context(const char* who, const char* what) {
-  PyObject* exc = compat::take_raised();
-  if (!exc) return -1;
-  Ref msg = Ref::steal(PyObject_Str(exc));
-  if (!msg) {
-    PyErr_Clear();
-    compat::restore_raised(exc);
-    return -1;
-  }
-  PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%s%s%U", who, what, msg.get());
-  Py_DECREF(exc);
-  return -1;
+  std::string at = std::string(who) + what;
+  const std::string prefix = at;
+  while (!at.empty() && (at.back() == ' ' || at.back() == ':')) at.pop_back();  // "add(): " -> "add()"
+  return locate_error(prefix.c_str(), "", ("in " + at).c_str());
 }
 
 }  // namespace swpy::autograd

@@ -48,6 +48,19 @@ PyObject* call_storage(CarrierObject* o, PyObject* name, PyObject* a = nullptr, 
   return PyObject_Vectorcall(fn.get(), args, b ? 3 : (a ? 2 : 1), nullptr);
 }
 
+// allocate/write/release report success by returning None; anything else
+// (a status code, True, a coroutine) is refused rather than trusted. Steals
+// r (NULL passes the pending exception through). 0 / -1.
+int expect_none(CarrierObject* o, PyObject* r, const char* hook) {
+  if (!r) return -1;
+  const bool none = r == Py_None;
+  if (!none)
+    PyErr_Format(PyExc_TypeError, "%s StorageProvider.%s() must return None, not %.100s", oname(self_of(o)), hook,
+                 oname(r));
+  Py_DECREF(r);
+  return none ? 0 : -1;
+}
+
 Py_ssize_t vt_size(CarrierObject* o) {
   PyObject* r = call_storage(o, g.name.physical_size);
   if (!r) return -1;
@@ -86,9 +99,7 @@ int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) {
   PyObject* r = idx ? call_storage(o, g.name.write, idx, x) : nullptr;
   Py_XDECREF(idx);
   Py_DECREF(x);
-  if (!r) return -1;
-  Py_DECREF(r);
-  return 0;
+  return expect_none(o, r, "write");
 }
 
 // Calls the provider's release exactly once (marking the carrier released
@@ -97,8 +108,7 @@ int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) {
 void vt_release(CarrierObject* o) {
   if (o->released) return;
   o->released = true;
-  PyObject* r = call_storage(o, g.name.release);
-  Py_XDECREF(r);
+  expect_none(o, call_storage(o, g.name.release), "release");  // the carrier stays released
 }
 
 // type(slots, dtype=dtype, mutable=mutable_): the construction contract.
@@ -141,8 +151,7 @@ int allocate_slots(CarrierObject* o, Py_ssize_t n) {
   PyObject* count = PyLong_FromSsize_t(n);
   PyObject* r = count ? call_storage(o, g.name.allocate, count) : nullptr;
   Py_XDECREF(count);
-  if (!r) return -1;
-  Py_DECREF(r);
+  if (expect_none(o, r, "allocate") < 0) return -1;
   Py_ssize_t got = vt_size(o);
   if (got < 0) return -1;
   if (got != n) {

@@ -29,16 +29,8 @@
 
 namespace swpy {
 
-namespace move_internal {
-
-namespace {
-
-PyObject* elementwise_class() { return reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type); }
-
-// ------------------------------------------------------------ validation
-
 // The destination's dtype must be the tensor's: names both and the fix.
-int check_dtype(PyObject* tensor, PyObject* dest) {
+int move_check_dtype(PyObject* tensor, PyObject* dest) {
   Ref ddtype = Ref::steal(carrier_dtype(dest));
   if (!ddtype) return -1;
   PyObject* tdtype = as_tensor(tensor)->dtype;
@@ -53,6 +45,14 @@ int check_dtype(PyObject* tensor, PyObject* dest) {
   }
   return 0;
 }
+
+namespace move_internal {
+
+namespace {
+
+PyObject* elementwise_class() { return reinterpret_cast<PyObject*>(&ElementwiseMoveOperation_Type); }
+
+// ------------------------------------------------------------ validation
 
 // The validation steps of the spec's table, in order, up to and including
 // the pin check; op_class receives the resolved (or given) operation class.
@@ -96,7 +96,7 @@ int validate(PyObject* tensor, PyObject* dest, PyObject* given_class, Ref* op_cl
                  type_name(dest));
     return -1;
   }
-  if (check_dtype(tensor, dest) < 0) return -1;
+  if (move_check_dtype(tensor, dest) < 0) return -1;
   Ref cls;
   if (given_class) {
     cls = Ref::borrow(given_class);

@@ -13,6 +13,7 @@
 #include "movement/submit_policy.hpp"
 #include "util/compat.hpp"
 #include "util/errors.hpp"
+#include "util/gil_gate.hpp"
 
 namespace swpy::move_internal {
 
@@ -24,12 +25,12 @@ using sw::movement::job_tracker;
 // The committer's loop: commits every queued job, holding the GIL, until
 // the lane is empty.
 void drain(CommitLane& lane) {
-  if (compat::is_finalizing()) {
+  PyGILState_STATE g;
+  if (!gil_gate::ensure(&g)) {
     // Too late to take the GIL: leave the jobs to the dying runtime.
     job_tracker().end(lane.abandon());
     return;
   }
-  PyGILState_STATE g = PyGILState_Ensure();
   for (auto batch = lane.take_batch(); !batch.empty(); batch = lane.take_batch()) {
     for (auto& [job, failure] : batch) {
       const bool ok = !failure || raise_engine_exception(failure) == 0;

@@ -17,14 +17,14 @@ namespace swpy::move_internal {
 
 namespace {
 
-// Item size of a carrier's storage dtype (0: not a native dtype).
-int carrier_itemsize(PyObject* c) {
+// A carrier's storage dtype (DTypeCode::Any when it has none: a hook failed).
+sw::DTypeCode carrier_code(PyObject* c) {
   Ref d = Ref::steal(carrier_dtype(c));
   if (!d) {
     PyErr_Clear();
-    return 0;
+    return sw::DTypeCode::Any;
   }
-  return sw::itemsize(dtype_code(d.get()));
+  return dtype_code(d.get());
 }
 
 // A carrier whose Python class overrides a slot hook is copied through its
@@ -60,8 +60,11 @@ sw::CopyEndpoint endpoint_of(PyObject* c, int itemsize) {
 // The destination's dtype is not asked for when the source has none native
 // (a Python carrier's dtype hook is user code).
 bool describe_pair(PyObject* src, PyObject* dst, sw::CopyEndpoint* s, sw::CopyEndpoint* d) {
-  const int item = carrier_itemsize(src);
-  if (item == 0 || item != carrier_itemsize(dst)) return false;
+  // A native copy moves bits: one dtype on both sides, not merely one item
+  // size (Int32 and Float32 share theirs).
+  const sw::DTypeCode code = carrier_code(src);
+  const int item = sw::itemsize(code);
+  if (item == 0 || code != carrier_code(dst)) return false;
   *s = endpoint_of(src, item);
   *d = endpoint_of(dst, item);
   return true;

@@ -27,6 +27,7 @@
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
+#include "util/gil_gate.hpp"
 #include "clock.hpp"
 #include "executor.hpp"
 #include "movement/job_tracker.hpp"
@@ -90,12 +91,12 @@ void run_job(MoveJob* j) {
     native_failure = run_plan_parallel(j->plan);  // split across the pool when large
     j->plan = sw::CopyPlan();
   }
-  if (compat::is_finalizing()) {
+  PyGILState_STATE g;
+  if (!gil_gate::ensure(&g)) {
     // Too late to take the GIL: leave the job's objects to the dying runtime.
     job_tracker().end();
     return;
   }
-  PyGILState_STATE g = PyGILState_Ensure();
   bool ok;
   {
     RunningJob running(j);
@@ -122,6 +123,10 @@ void run_job(MoveJob* j) {
 // abandoned with a warning and the process exits. No move starts once this
 // runs. Exit is rare and short, so polling keeps this free of locks a fork
 // could orphan.
+// How long the exit handler lets threads already on their way to the GIL
+// get there (each needs only the GIL handed over once).
+constexpr double kGateSettleSeconds = 2.0;
+
 PyObject* mod_drain(PyObject*, PyObject*) {
   const double limit = sw::movement::exit_timeout_s(std::getenv("STRIDEWEAVE_EXIT_TIMEOUT"));
   PyThreadState* ts = PyEval_SaveThread();
@@ -138,16 +143,23 @@ PyObject* mod_drain(PyObject*, PyObject*) {
     ErrorGuard keep;
     PySys_FormatStderr("%s", report.warning().c_str());
   }
+  // From here on a thread coming back for the GIL would be ended by CPython
+  // mid-call: shut the gate (util/gil_gate.hpp) while finalization has not
+  // begun, and let the threads already on their way through.
+  gil_gate::close(kGateSettleSeconds);
   Py_RETURN_NONE;
 }
 
 PyObject* mod_in_flight(PyObject*, PyObject*) { return PyLong_FromSize_t(job_tracker().in_flight()); }
+
+PyObject* mod_gil_gate_closed(PyObject*, PyObject*) { return PyBool_FromLong(gil_gate::closed()); }
 
 // os.register_at_fork(after_in_child=...): the parent's pending moves have
 // no worker in the child. Each fails there with RuntimeError ("pending at
 // fork") and gives both carriers back, so the child's wait() returns and the
 // child can use the carriers.
 PyObject* mod_after_fork_child(PyObject*, PyObject*) {
+  gil_gate::after_fork_child();
   for (void* job : job_tracker().after_fork_child(RunningJob::current())) {
     if (span_batch_after_fork(job)) continue;
     MoveJob* j = static_cast<MoveJob*>(job);
@@ -165,6 +177,8 @@ PyObject* mod_after_fork_child(PyObject*, PyObject*) {
 PyMethodDef job_methods[] = {
     {"_drain_moves", mod_drain, METH_NOARGS, "Block until every in-flight move has completed (used at exit)."},
     {"_moves_in_flight", mod_in_flight, METH_NOARGS, "Number of moves submitted and not yet completed."},
+    {"_gil_gate_closed", mod_gil_gate_closed, METH_NOARGS,
+     "Whether the exit handler has stopped threads other than the exiting one from taking the GIL back."},
     {"_moves_after_fork_child", mod_after_fork_child, METH_NOARGS, "Forget the parent's pending moves."},
     {nullptr, nullptr, 0, nullptr}};
 
@@ -316,6 +330,7 @@ int start_worker(MoveJob* j) {
 
 int job_init(PyObject* module) {
   if (PyModule_AddFunctions(module, job_methods) < 0) return -1;
+  gil_gate::init();
   // Wait for pending moves at interpreter exit (see mod_drain); forget the
   // parent's in a forked child.
   if (register_exit_drain(module) < 0 || register_fork_reset(module) < 0) return -1;

@@ -72,6 +72,11 @@ extern MoveRouteHooks& move_route_hooks;
 // Exact-pair resolution as move uses it (hooks first, then the legacy
 // registry, then ElementwiseMoveOperation). New reference or NULL.
 PyObject* move_resolve_route(PyTypeObject* src, PyTypeObject* dst);
+// TypeError ("dtype must match", naming both dtypes and the fix) unless
+// carrier dest's dtype is the tensor's: move's check, shared by every
+// built-in _copy (a direct call must not copy Int32 bits into Float32
+// slots). 0 / -1.
+int move_check_dtype(PyObject* tensor, PyObject* dest);
 // TypeError naming op_class and the required class when op_class pins a
 // source_class/destination_class the (src, dst) pair does not match. 0 / -1.
 int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);

@@ -81,6 +81,7 @@ int parse_copy_args(PyObject* args, CopyArgs* a) {
     return -1;
   }
   if (tensor_reject_multi(a->tensor, "move") < 0) return -1;
+  if (move_check_dtype(a->tensor, a->dest) < 0) return -1;
   const sw::Layout& sl = layout_of(as_tensor(a->tensor)->layout);
   const sw::Layout& dl = layout_of(as_tensor(a->output)->layout);
   if (!(sl.shape() == dl.shape())) {

@@ -30,6 +30,24 @@ inline int ssize_arg(PyObject* o, Py_ssize_t* out, const char* what) {
   return 1;
 }
 
+// A 64-bit integer (the "L" format) that is not a bool; OverflowError past
+// 64 bits.
+inline int int64_value(PyObject* o, long long* out, const char* what) {
+  if (PyBool_Check(o) || !PyIndex_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(o)->tp_name);
+    return 0;
+  }
+  PyObject* i = PyNumber_Index(o);
+  if (!i) return 0;
+  const long long v = PyLong_AsLongLong(i);
+  Py_DECREF(i);
+  if (v == -1 && PyErr_Occurred()) return 0;
+  *out = v;
+  return 1;
+}
+
+inline int ns_arg(PyObject* o, void* out) { return int64_value(o, static_cast<long long*>(out), "a time in ns"); }
+
 inline int size_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "size"); }
 inline int offset_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "offset"); }
 inline int count_arg(PyObject* o, void* out) { return ssize_arg(o, static_cast<Py_ssize_t*>(out), "count"); }

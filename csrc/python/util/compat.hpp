@@ -19,6 +19,17 @@ inline bool is_finalizing() {
 // True while Python objects may be touched from a foreign thread.
 inline bool interpreter_alive() { return Py_IsInitialized() && !is_finalizing(); }
 
+// True when the calling thread holds the GIL right now (its thread state is
+// attached), finalization included; false on a thread without one, or once
+// the thread state is gone. Never takes the GIL.
+inline bool thread_holds_gil() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked() != nullptr;
+#else
+  return _PyThreadState_UncheckedGet() != nullptr;
+#endif
+}
+
 // The pending exception as one object (new reference), cleared; NULL when
 // none is pending (PyErr_GetRaisedException from 3.12).
 inline PyObject* take_raised() {
@@ -44,6 +55,40 @@ inline void restore_raised(PyObject* exc) {
 #else
   PyObject* tb = PyException_GetTraceback(exc);
   PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exc))), exc, tb);
+#endif
+}
+
+// The attribute name of type (through its MRO) as a borrowed reference,
+// or NULL without an exception: a type-level protocol lookup
+// (type(x).__dlpack_c_exchange_api__) that costs a method-cache probe and
+// never builds an AttributeError. _PyType_Lookup is the spelling from 3.10
+// to 3.13 (PyType_Lookup is not public).
+inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
+
+// Appends note (a str) to exc's PEP 678 notes: BaseException.add_note from
+// 3.11; before, the __notes__ list itself (which 3.10 does not display).
+// 0 / -1 with an exception set (say a __notes__ that is not a list).
+inline int add_note(PyObject* exc, PyObject* note) {
+#if PY_VERSION_HEX >= 0x030B0000
+  PyObject* r = PyObject_CallMethod(exc, "add_note", "O", note);
+  Py_XDECREF(r);
+  return r ? 0 : -1;
+#else
+  PyObject* notes = PyObject_GetAttrString(exc, "__notes__");
+  if (!notes) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    notes = PyList_New(0);
+    if (!notes) return -1;
+    if (PyObject_SetAttrString(exc, "__notes__", notes) < 0) {
+      Py_DECREF(notes);
+      return -1;
+    }
+  }
+  const int rc = PyList_Check(notes) ? PyList_Append(notes, note) : -1;
+  if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Cannot add note: __notes__ is not a list");
+  Py_DECREF(notes);
+  return rc;
 #endif
 }
 

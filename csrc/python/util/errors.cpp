@@ -36,6 +36,45 @@ int raise_engine_exception(std::exception_ptr e) {
   return -1;
 }
 
+namespace {
+
+// The message of a built-in exception (not a user's subclass) that C code
+// raised with one str and that passed through no Python frame: rebuilding it
+// with a longer message loses nothing. Else NULL. Borrowed.
+PyObject* own_message(PyObject* exc) {
+  if (PyType_HasFeature(Py_TYPE(exc), Py_TPFLAGS_HEAPTYPE)) return nullptr;
+  PyObject* tb = PyException_GetTraceback(exc);
+  Py_XDECREF(tb);
+  if (tb) return nullptr;
+  PyObject* args = reinterpret_cast<PyBaseExceptionObject*>(exc)->args;
+  if (!args || !PyTuple_Check(args) || PyTuple_GET_SIZE(args) != 1) return nullptr;
+  PyObject* msg = PyTuple_GET_ITEM(args, 0);
+  return PyUnicode_Check(msg) ? msg : nullptr;
+}
+
+}  // namespace
+
+int locate_error(const char* prefix, const char* suffix, const char* note) {
+  PyObject* exc = compat::take_raised();
+  if (!exc) return -1;
+  if (!PyObject_TypeCheck(exc, reinterpret_cast<PyTypeObject*>(PyExc_Exception))) {
+    compat::restore_raised(exc);
+    return -1;
+  }
+  if (PyObject* msg = own_message(exc)) {
+    PyErr_Format(reinterpret_cast<PyObject*>(Py_TYPE(exc)), "%s%U%s", prefix, msg, suffix);
+    Py_DECREF(exc);
+    return -1;
+  }
+  // A note that cannot be added (no memory, a user's __notes__ that is not
+  // a list) is dropped: the original exception matters more.
+  PyObject* text = PyUnicode_FromString(note);
+  if (!text || compat::add_note(exc, text) < 0) PyErr_Clear();
+  Py_XDECREF(text);
+  compat::restore_raised(exc);
+  return -1;
+}
+
 const char* type_name(PyTypeObject* t) {
   const char* s = t->tp_name;
   const char* dot = std::strrchr(s, '.');

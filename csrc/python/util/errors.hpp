@@ -55,6 +55,18 @@ int engine_call(F&& f) {
   }
 }
 
+// Says where the pending exception happened. A plain built-in exception
+// that C code raised just now (the binding's own or CPython's: a built-in
+// class, one str argument, no traceback) is raised again with prefix and
+// suffix around its message, as this library's messages read ("add(): ...",
+// "... (at index (1,) of data with shape (2,))"). Any other exception (one
+// that user code raised, or whose class takes other arguments: an OSError's
+// errno, a UnicodeDecodeError's five) stays the very same object, type,
+// arguments, traceback and chain, and gets note as a PEP 678 note.
+// SystemExit, KeyboardInterrupt and every other BaseException that is not an
+// Exception pass through untouched. Returns -1 (the exception stays pending).
+int locate_error(const char* prefix, const char* suffix, const char* note);
+
 // A type's short name (the part of tp_name after the last dot), for
 // messages; the public replacement for the private _PyType_Name.
 const char* type_name(PyTypeObject* t);

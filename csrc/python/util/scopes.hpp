@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "util/errors.hpp"
+#include "util/gil_gate.hpp"
 
 namespace swpy {
 
@@ -60,12 +61,15 @@ class OwnerAccess {
 };
 
 // Releases the GIL for the scope (Py_BEGIN/END_ALLOW_THREADS as an object).
+// Taking it back goes through the exit gate (util/gil_gate.hpp): once the
+// process is exiting, a daemon thread waits here for the end instead of
+// being unwound through this noexcept destructor by CPython.
 class GilRelease {
  public:
   GilRelease() : state_(PyEval_SaveThread()) {}
   GilRelease(const GilRelease&) = delete;
   GilRelease& operator=(const GilRelease&) = delete;
-  ~GilRelease() { PyEval_RestoreThread(state_); }
+  ~GilRelease() { gil_gate::restore_thread(state_); }
 
  private:
   PyThreadState* state_;
