@@ -563,11 +563,14 @@ int64_t vectored(int fd, int64_t offset, const ::iovec* iov, int n, IO io, const
 }  // namespace
 
 void FileStorage::read_pieces(int64_t offset, const ::iovec* iov, int n) const {
-  vectored(fd_, offset, iov, n, ::preadv, "read", EIO, path_);
+  if (offset < 0) throw_errno(EINVAL, "negative file offset or length");
+  vectored(fd_, base_ + offset, iov, n, ::preadv, "read", EIO, path());
 }
 
 void FileStorage::write_pieces(int64_t offset, const ::iovec* iov, int n) {
-  const int64_t end = offset + vectored(fd_, offset, iov, n, ::pwritev, "write", ENOSPC, path_);
+  if (offset < 0) throw_errno(EINVAL, "negative file offset or length");
+  prepare_write();
+  const int64_t end = offset + vectored(fd_, base_ + offset, iov, n, ::pwritev, "write", ENOSPC, path());
   if (end > bytes_) bytes_ = end;
 }
 
