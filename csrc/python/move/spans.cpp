@@ -43,6 +43,9 @@ namespace {
 // until it returns.
 constexpr int64_t kWaiterBytes = int64_t(64) << 20;
 
+// A worker groups file-span units for vectored I/O up to this many bytes.
+constexpr int64_t kGroupBytes = int64_t(1) << 20;
+
 // Batches started and not yet terminal (a forked child fails these).
 std::unordered_set<SpanBatch*>& live() {
   static auto* s = new std::unordered_set<SpanBatch*>();  // never destroyed: workers may outlive exit
@@ -417,26 +420,39 @@ bool take(Impl::Unit& u) {
 void native_job(const std::shared_ptr<SpanBatch>& sb) {
   Impl& b = *sb->impl;
   std::vector<std::pair<Impl::Unit*, std::exception_ptr>> ran;
-  std::vector<const sw::CopyPlan*> spans;  // the file-span units', run together last
-  size_t first_span_unit = 0;
-  for (auto& u : b.units) {
-    if (!u->is_native || u->file_spans.empty() || !take(*u)) continue;
-    const auto p = plans_of(*u);
-    spans.insert(spans.end(), p.begin(), p.end());
-    ran.emplace_back(u.get(), nullptr);
-  }
-  first_span_unit = ran.size();
-  for (auto& u : b.units)
-    if (u->is_native && take(*u)) ran.emplace_back(u.get(), run_native_unit(*u));
-  if (!spans.empty()) {
+  // File-span units are taken into a group until it holds kGroupBytes and
+  // run together (spans continuing each other in a file become one vectored
+  // call: many small tiles); larger tiles go one by one, so a waiter can
+  // take the next unit meanwhile.
+  std::vector<const sw::CopyPlan*> group;
+  size_t group_first = 0;
+  int64_t group_bytes = 0;
+  auto run_group = [&] {
+    if (group.empty()) return;
     std::exception_ptr e;
     try {
-      sw::run_independent(spans);
+      sw::run_independent(group);
     } catch (...) {
       e = std::current_exception();  // every unit of the group fails with it
     }
-    for (size_t i = 0; i < first_span_unit; ++i) ran[i].second = e;
+    for (size_t i = group_first; i < ran.size(); ++i) ran[i].second = e;
+    group.clear();
+    group_bytes = 0;
+  };
+  for (auto& u : b.units) {
+    if (!u->is_native || !take(*u)) continue;
+    if (u->file_spans.empty()) {
+      ran.emplace_back(u.get(), run_native_unit(*u));
+      continue;
+    }
+    if (group.empty()) group_first = ran.size();
+    const auto p = plans_of(*u);
+    group.insert(group.end(), p.begin(), p.end());
+    group_bytes += u->bytes;
+    ran.emplace_back(u.get(), nullptr);
+    if (group_bytes >= kGroupBytes) run_group();
   }
+  run_group();
   if (compat::is_finalizing()) {
     job_tracker().end();  // leave the objects to the dying runtime
     return;
