@@ -146,6 +146,25 @@ class Op(sw.MoveOperation):
         assert gate.wait(30)
         for i in range(output.size()):
             output[i] = tensor[i]
+
+def fork_and_check(h, check):
+    # Forks while h is pending; the child exits 0 when h fails there with
+    # "pending at fork" and check(error) holds. The child's exit status.
+    assert started.wait(5)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                h.wait(timeout=5)
+                code = 2
+            except RuntimeError as e:
+                code = 0 if "pending at fork" in str(e) and check() else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    gate.set()
+    return os.WEXITSTATUS(status)
 """
 
 FORK_PENDING = GATED + """
@@ -154,51 +173,34 @@ te = TiledEvictable(P([], dtype=F32), S([1.0, 2.0, 3.0, 4.0], dtype=F32), (2,), 
 w = sw.Tensor(te, 0, te.canonical_layout())
 dest = P([0.0, 0.0], dtype=F32)
 h = te.project(w, TileSelection([[1]]), dest)
-assert started.wait(5)
-pid = os.fork()
-if pid == 0:
-    code = 1
-    try:
-        try:
-            h.wait(timeout=5)
-            code = 2
-        except RuntimeError as e:
-            # the request gave its tiles and its destination back
-            ok = "pending at fork" in str(e) and not dest.is_owned() and te._request_counts()["pending"] == 0
-            dest[0] = 9.0
-            gate.set()  # (the child's own copy of the event: its transfers may run)
-            te.promote(TileSet([(0,)]))
-            code = 0 if ok and te.tile_state((0,)).location == "primary" else 3
-    finally:
-        os._exit(code)
-_, status = os.waitpid(pid, 0)
-gate.set()
+
+def child():
+    # the request gave its tiles and its destination back
+    ok = not dest.is_owned() and te._request_counts()["pending"] == 0
+    dest[0] = 9.0
+    gate.set()  # (the child's own copy of the event: its transfers may run)
+    te.promote(TileSet([(0,)]))
+    return ok and te.tile_state((0,)).location == "primary"
+
+status = fork_and_check(h, child)
 r = h.wait()
-print("child", os.WEXITSTATUS(status), [r[i] for i in range(2)])
+print("child", status, [r[i] for i in range(2)])
 """
 
 FORK_EVICT = GATED + """
 sw.register_move_operation(P, S, Op)
 te = TiledEvictable(P([1.0, 2.0, 3.0, 4.0], dtype=F32), S([0.0] * 4, dtype=F32), (2,), (2,))
 h = te.evict_async(TileSet([(0,)]))
-assert started.wait(5)
-pid = os.fork()
-if pid == 0:
-    code = 1
-    try:
-        try:
-            h.wait(timeout=5)
-            code = 2
-        except RuntimeError as e:
-            if "pending at fork" in str(e) and te._request_counts()["pending"] == 0:
-                te.release()
-                code = 0 if te.is_released() else 3
-    finally:
-        os._exit(code)
-_, status = os.waitpid(pid, 0)
-gate.set()
+
+def child():
+    if te._request_counts()["pending"]:
+        return False
+    te.release()
+    return te.is_released()
+
+status = fork_and_check(h, child)
 assert h.wait() is None and te.tile_state((0,)).location == "secondary"
-print("child", os.WEXITSTATUS(status))
+print("child", status)
 """
 
 

@@ -30,30 +30,8 @@ namespace {
 
 using Rule = Incompatible::Rule;
 
-// Index of full coordinate x (one flat ordinal per top-level mode).
-int64_t index_at(const Layout& l, const std::vector<int64_t>& x) {
-  int64_t idx = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    idx += Layout(N({l.shape().children[i]}), N({l.stride().children[i]})).index_of_ordinal(x[i]);
-  return idx;
-}
-
-// Every full coordinate of extents, first mode fastest.
-std::vector<std::vector<int64_t>> coordinates(const std::vector<int64_t>& extents) {
-  std::vector<std::vector<int64_t>> out;
-  int64_t n = 1;
-  for (int64_t e : extents) n *= e;
-  for (int64_t o = 0; o < n; ++o) {
-    std::vector<int64_t> x;
-    int64_t r = o;
-    for (int64_t e : extents) {
-      x.push_back(r % e);
-      r /= e;
-    }
-    out.push_back(x);
-  }
-  return out;
-}
+using swtest::coordinates;
+using swtest::index_at;
 
 // The footprint of tile k: slots of the geometry's own layout.
 std::set<int64_t> footprint(const Geometry& g, int64_t k) {

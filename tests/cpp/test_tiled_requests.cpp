@@ -73,30 +73,10 @@ struct World {
 
 Buffer handle(int64_t k) { return reinterpret_cast<Buffer>(static_cast<uintptr_t>(0x100 + 16 * k)); }
 
-// The value of full logical coordinate x: its index in the geometry's own
-// layout (every geometry holds the same logical values).
-int64_t index_at(const Layout& l, const std::vector<int64_t>& x) {
-  int64_t idx = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    idx += Layout(swtest::N({l.shape().children[i]}), swtest::N({l.stride().children[i]})).index_of_ordinal(x[i]);
-  return idx;
-}
-
-std::vector<std::vector<int64_t>> coordinates(const std::vector<int64_t>& extents) {
-  std::vector<std::vector<int64_t>> out;
-  int64_t n = 1;
-  for (int64_t e : extents) n *= e;
-  for (int64_t o = 0; o < n; ++o) {
-    std::vector<int64_t> x;
-    int64_t r = o;
-    for (int64_t e : extents) {
-      x.push_back(r % e);
-      r /= e;
-    }
-    out.push_back(x);
-  }
-  return out;
-}
+// The value of full logical coordinate x is its index in the geometry's own
+// layout (every geometry holds the same logical values): swtest::index_at.
+using swtest::coordinates;
+using swtest::index_at;
 
 // Logical value of full coordinate x: its row-major ordinal + 1 (never 0).
 float logical_value(const std::vector<int64_t>& full, const std::vector<int64_t>& x) {
