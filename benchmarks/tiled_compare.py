@@ -211,38 +211,31 @@ def reused_destination_rows(add, te, w, rep):
 
 def decomposition_rows(add, te, rep):
     """Where the cold projection's time goes, against the same np.take: the
-    engine gather of the 4 file spans into an already-touched CPU buffer
-    (the copy path alone, on this thread), and the first touch of a fresh
-    16 MiB CPU carrier (page faults: zeroed pages from the kernel). NumPy's
-    16 MiB result comes from the malloc heap, which keeps the pages of the
-    array freed in the previous sample, so it pays no faults."""
-    from strideweave import _core
+    first touch of a fresh 16 MiB CPU carrier (page faults: zeroed pages
+    from the kernel). NumPy's 16 MiB result comes from the malloc heap, which
+    keeps the pages of the array freed in the previous sample, so it pays no
+    faults (the reused-destination row shows the projection without them)."""
     n = 64 * TILE
     flat = sw.Layout(sw.Shape(n), sw.Stride(1))
     c = sw.CPU(n, empty=True)
     np.from_dlpack(sw.Tensor(c, 0, flat))[:] = 1.0
     f = sw.move(sw.Tensor(c, 0, flat), sw.FileBacked(dtype=F32)).carrier  # unowned: te owns its own
     mm = np.memmap(str(f.path), dtype=np.float32, mode="r", shape=(EXPERTS, TILE))
-    warm = sw.CPU(K * TILE)
     rng = np.random.default_rng(2)
-    gather, touch, theirs = [], [], []
+    touch, theirs = [], []
     dense = sw.Layout(sw.Shape(K * TILE), sw.Stride(1))
     for _ in range(rep):
-        idx, idx_np = two_picks(rng)  # disjoint: see cold_rows
-        t0 = ns()
-        _core._tiled_gather([(f, e * TILE, warm, j * TILE, TILE) for j, e in enumerate(idx)], 1)
+        _, idx_np = two_picks(rng)  # disjoint: see cold_rows
         t1 = ns()
         fresh = sw.CPU(K * TILE, empty=True)
         np.from_dlpack(sw.Tensor(fresh, 0, dense))[::1024] = 0.0  # one write per 4 KiB page
         t2 = ns()
         a = np.take(mm, idx_np, axis=0)
         t3 = ns()
-        gather.append(t1 - t0)
         touch.append(t2 - t1)
         theirs.append(t3 - t2)
         del fresh, a
     t = statistics.median(theirs)
-    add("  of which: engine gather into a touched buffer (_tiled_gather)  vs np.take", statistics.median(gather), t)
     add("  of which: first touch of a fresh 16 MiB CPU carrier  vs np.take", statistics.median(touch), t)
     del mm
     f.release()

@@ -332,19 +332,39 @@ def hwm_only(test):
 
 
 def dense_spy(monkeypatch):
-    """Records the purpose of every call of TiledEvictable's dense _operand
-    hook: the direct operations' tests assert which path ran."""
-    from strideweave.carriers.tiled_evictable import TiledEvictable
+    """Records the purpose ("operation" / "backward") of every dense copy of
+    a tiled operand (the tiled module's private dense_spy knob): the direct
+    operations' tests assert which path ran."""
+    from strideweave.carriers import tiled_evictable as tev
 
     calls = []
-    orig = TiledEvictable._operand
-
-    def spy(self, tensor, purpose="operation"):
-        calls.append(purpose)
-        return orig(self, tensor, purpose)
-
-    monkeypatch.setattr(TiledEvictable, "_operand", spy)
+    monkeypatch.setattr(tev._options, "dense_spy", calls)
     return calls
+
+
+def dense_only(monkeypatch):
+    """Makes the direct operations read tiled operands as one dense copy
+    (the private dense_only knob), as the path a Layout that does not split
+    at the tiles takes: the tests compare both paths."""
+    from strideweave.carriers import tiled_evictable as tev
+
+    monkeypatch.setattr(tev._options, "dense_only", True)
+
+
+def tiles_layout(grid, tile):
+    """The "tiles" geometry's Layout of a full tensor over grid (API.md 13):
+    mode i is (tile[i], grid[i]) with strides (prod(tile[:i]),
+    prod(tile) * prod(grid[:i])); also a compact projection's Layout."""
+    from math import prod
+
+    T = prod(tile)
+    return sw.Layout(sw.Shape([[t, g] for t, g in zip(tile, grid)]),
+                     sw.Stride([[prod(tile[:i]), T * prod(grid[:i])] for i in range(len(grid))]))
+
+
+def pending(te):
+    """The number of requests of a TiledEvictable not yet terminal."""
+    return te._request_counts()["pending"]
 
 
 # The start of a child script that measures peak memory: hwm() reads VmHWM,

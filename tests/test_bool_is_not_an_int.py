@@ -63,11 +63,11 @@ def test_dlpack_info_fields_refuse_bools(field):
 
 
 def test_private_native_calls_refuse_bools():
-    src, dst = sw.CPU(4), sw.CPU(4)
-    with pytest.raises(TypeError, match="offset must be an int, not bool"):
-        sw._core._tiled_gather([(src, True, dst, 0, 1)])
-    with pytest.raises(TypeError, match="count must be an int, not bool"):
-        sw._core._tiled_gather([(src, 0, dst, 0, True)])
+    src, dst = sw.CPU(4), sw.CPU(0)
+    with pytest.raises(TypeError, match="grid_shape entries must be ints, not bool"):
+        sw.TiledEvictable(src, dst, (True, 4), (1, 1))
+    with pytest.raises(TypeError, match="tile_shape entries must be ints, not bool"):
+        sw.TiledEvictable(src, dst, (4,), (True,))
     assert not src.is_owned() and not dst.is_owned()
     with sw.profile() as p:
         session = sw._core._profiler_session()

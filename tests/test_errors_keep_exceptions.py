@@ -1,5 +1,6 @@
 """An exception that user code raises inside tensor() (a leaf's __float__ or
-__index__) or inside a native operation (a TiledEvictable hook) reaches the
+__index__) or inside a native operation (a TiledEvictable's residency
+policy) reaches the
 caller as the very same object: its class, arguments (an OSError's errno, a
 UnicodeDecodeError's five), attributes and traceback intact, with where it
 happened added as a PEP 678 note. Rebuilding it as type(exc)(message) turned
@@ -112,18 +113,22 @@ def test_own_errors_still_carry_the_position_in_their_message():
 
 # ------------------------------------------------------------ native operations
 
+class RaisingPolicy:
+    """A residency policy (user code the native operations call) whose plan()
+    raises the exception in box[0]."""
+
+    def __init__(self, box):
+        self.box = box
+
+    def plan(self, required, purpose):
+        raise self.box[0]
+
+
 @pytest.fixture
-def raising_tiled_hooks(monkeypatch):
-    """Makes the TiledEvictable hooks the native operations call raise the
-    exception in box[0]."""
+def raising_tiled_hooks():
+    """A TiledEvictable whose residency policy raises the exception in box[0]."""
     box = [None]
-
-    def hook(self, *args, **kwargs):
-        raise box[0]
-
-    monkeypatch.setattr(TiledEvictable, "_tile_reader", hook)
-    monkeypatch.setattr(TiledEvictable, "_operand", hook)
-    te = TiledEvictable(ramp_cpu(6), sw.FileBacked(dtype=F32), (2,), (3,))
+    te = TiledEvictable(ramp_cpu(6), sw.FileBacked(dtype=F32), (2,), (3,), residency_policy=RaisingPolicy(box))
     return box, sw.Tensor(te, 0, te.canonical_layout())
 
 
@@ -163,12 +168,11 @@ def test_sys_exit_in_a_native_operation_exits_with_its_status():
         import sys
         import strideweave as sw
         from strideweave.carriers.tiled_evictable import TiledEvictable
-        def hook(self, *args, **kwargs):
-            sys.exit(3)
-        TiledEvictable._tile_reader = hook
-        TiledEvictable._operand = hook
+        class Exits:
+            def plan(self, required, purpose):
+                sys.exit(3)
         c = sw.CPU(4)
-        te = TiledEvictable(c, sw.FileBacked(dtype=sw.DType.Float32), (2,), (2,))
+        te = TiledEvictable(c, sw.FileBacked(dtype=sw.DType.Float32), (2,), (2,), residency_policy=Exits())
         sw.relu(sw.Tensor(te, 0, te.canonical_layout()))
         print("not reached")
     """, timeout=120)

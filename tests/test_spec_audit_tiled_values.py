@@ -5,6 +5,7 @@ ResidencyPolicy construction rule."""
 import pytest
 
 import strideweave as sw
+from conftest import pending
 from strideweave.carriers.tiled_evictable import (ResidencyPlan, ResidencyPolicy, TiledEvictable, TileSelection,
                                                    TileSet, TileState)
 
@@ -141,7 +142,7 @@ def test_a_plan_of_the_wrong_rank_is_a_value_error_before_work():
     t = sw.Tensor(te, 0, te.canonical_layout())
     with pytest.raises(ValueError, match="rank"):
         te.project(t, TileSelection([[1]]))
-    assert not te._st.pending and te.tile_state((0,)).location == "secondary"
+    assert pending(te) == 0 and te.tile_state((0,)).location == "secondary"
 
 
 # ------------------------------------------------------------------ ResidencyPolicy

@@ -2,7 +2,7 @@
 (issue 13, item 6 leftovers), measured in a child process (VmHWM growth over
 the operation node's backward after resetting it): reading the tiled input
 band by band, the backward of relu and mul holds its gradient results and
-about a band, where the dense path (``TiledEvictable._tile_reader = None``,
+about a band, where the dense path (the private ``_options.dense_only`` knob,
 in the same process) first makes a dense copy of the tiled input: a tensor
 more. (A whole ``backward()`` also holds every node's cotangent and the
 copies ``.grad`` commits, the same on both paths.) The forward on a primary
@@ -113,7 +113,8 @@ def run(mode):
         out[f"{mode}_{name}_best_s"] = min(ts)
 
 run("tiles")
-TiledEvictable._tile_reader = None  # the dense path: a dense copy of the tiled input first
+import strideweave.carriers.tiled_evictable as tev
+tev._options.dense_only = True  # the dense path: a dense copy of the tiled input first
 run("dense")
 print(json.dumps(out))
 """

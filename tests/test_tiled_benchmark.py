@@ -38,7 +38,7 @@ def test_cold_and_prefetch_rows_run_and_check_their_values(tc):
     finally:
         del mm
         te.release()
-    assert len(rows) == 2 + 5 + 1 + 2
+    assert len(rows) == 2 + 5 + 1 + 1
     assert rows[0][3] == "<= 1.0"
     assert any("hidden" in r[0] for r in rows)
     assert any("one step ahead instead of promote_async" in r[0] for r in rows)

@@ -3,6 +3,7 @@ reads and writes, release, DLPack refusal and public-move refusal."""
 import pytest
 
 import strideweave as sw
+from conftest import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
 
 F32 = sw.DType.Float32
@@ -207,7 +208,7 @@ def test_incompatible_layouts_are_value_errors_before_any_state_change(layout, o
     with pytest.raises(ValueError, match=fragment):
         te.project(sw.Tensor(te, offset, layout), TileSelection([[0], [0]]))
     assert te.tile_state((0, 0)) == TileState("secondary", True, False)
-    assert te.version == v0 and not te._st.pending
+    assert te.version == v0 and pending(te) == 0
 
 
 def test_omitting_a_slot_is_incompatible():
@@ -275,7 +276,9 @@ def test_no_dlpack():
     t = sw.Tensor(te, 0, te.canonical_layout())
     with pytest.raises(BufferError, match="not supported") as e:
         t.__dlpack__()
-    assert "TiledEvictable" in str(e.value)
+    assert "TiledEvictable" in str(e.value) and "project()" in str(e.value)
+    # A move of it is refused, so no "move it to a CPU carrier" hint.
+    assert "strideweave.move" not in str(e.value)
     with pytest.raises(BufferError, match="TiledEvictable"):
         te.dlpack_info()
 

@@ -5,6 +5,7 @@ import random
 import threading
 
 import strideweave as sw
+from conftest import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32
@@ -61,7 +62,7 @@ def test_threads_projecting_while_residency_changes():
     m.join(60)
     assert not errors, errors
     assert not any(th.is_alive() for th in threads + [m])
-    assert not te._st.pending and not te._st.readers and not te._st.writers
+    assert pending(te) == 0
     assert [te[k * TILE] for k in range(N)] == [float(k) for k in range(N)]
     te.release()
     assert te.is_released()

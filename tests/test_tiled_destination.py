@@ -101,8 +101,7 @@ def test_a_reused_staging_carrier_still_gives_zero_implicit_tiles():
     dest = sw.CPU(2)
     r = te.project(w, TileSelection([[0]]), dest).wait()
     assert [r.carrier[0], r.carrier[1]] == [1.0, 2.0]
-    assert len(te._st.stages) == 1
     r = te.project(w, TileSelection([[1]]), dest).wait()
     assert r.carrier is dest and [dest[0], dest[1]] == [0.0, 0.0]
     te.release()
-    assert not te._st.stages
+    assert te.is_released()

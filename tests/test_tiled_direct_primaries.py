@@ -12,7 +12,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
-from conftest import dense_spy  # noqa: E402
+from conftest import dense_only, dense_spy  # noqa: E402
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 GRID, TILE = (4, 3), (8, 4)
@@ -121,7 +121,7 @@ def test_forward_tile_by_tile_equals_the_dense_path_and_numpy(op, primary, secon
     assert type(r.carrier) is type(te.primary)  # the primary's class
     assert locations(te) == before
     got = result_values(r).astype(np.float32)
-    monkeypatch.setattr(TiledEvictable, "_tile_reader", None)
+    dense_only(monkeypatch)
     with sw.no_grad():
         d = fn(t, o)
     assert calls == ["operation"]

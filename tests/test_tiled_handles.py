@@ -1,5 +1,7 @@
 """TiledEvictable requests return the native handle kinds, created through
-the private _core hooks _await_new / _await_complete / _await_fail."""
+the private _core hooks _await_new / _await_complete / _await_fail; a failed
+native transfer fails its handle with one exception and commits nothing;
+workers and untimed waiters never run a transfer twice."""
 import gc
 import threading
 import weakref
@@ -92,6 +94,28 @@ def test_completion_from_another_thread_wakes_a_waiter():
     assert sorted(map(str, results)) == ["True", "v"]
 
 
+def test_set_runner_hook_rules():
+    h = _core._await_new("projection")
+    with pytest.raises(TypeError, match="callable or None"):
+        _core._await_set_runner(h, 3)
+    with pytest.raises(TypeError, match="must be an AwaitResult"):
+        _core._await_set_runner(object(), None)
+    calls = []
+    assert _core._await_set_runner(h, lambda: calls.append(1) or _core._await_complete(h, 7)) is True
+    assert h.wait() == 7 and calls == [1]
+    assert h.wait() == 7 and calls == [1]  # run once
+    assert _core._await_set_runner(h, lambda: None) is False  # terminal: nothing kept
+    # a runner that raises: wait() raises it; the next wait blocks as usual
+    h2 = _core._await_new("projection")
+    _core._await_set_runner(h2, lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        h2.wait()
+    with pytest.raises(TimeoutError):
+        h2.wait(timeout=0.01)
+    _core._await_complete(h2, None)
+    assert h2.wait() is None
+
+
 def test_a_completed_handle_holding_a_cycle_is_collected():
     h = _core._await_new("move")
     box = [h]
@@ -149,3 +173,59 @@ def test_a_pending_handle_is_not_a_tensor_operand():
     with pytest.raises(TypeError):
         sw.relu(h)
     h.wait()
+
+
+# ------------------------------------------------------------------ workers and waiters
+
+def test_a_native_tile_read_failing_fails_the_handle_and_commits_nothing():
+    import os
+
+    from conftest import tiled_on_file
+
+    te, w = tiled_on_file()
+    size = os.path.getsize(te.secondary.path)
+    os.truncate(te.secondary.path, 0)  # the secondary's reads now come up short (EIO)
+    h = te.project(w, TileSelection([[1, 2]]))
+    with pytest.raises(OSError) as e1:
+        h.wait()
+    with pytest.raises(OSError) as e2:
+        h.wait()
+    assert e1.value is e2.value and h.done
+    assert [te.tile_state((k,)).location for k in range(4)] == ["secondary"] * 4
+    assert te._request_counts()["pending"] == 0
+    os.truncate(te.secondary.path, size)  # (zeros) nothing is left held by the failed request
+    r = te.project(w, TileSelection([[1]])).wait()
+    assert [r[i] for i in range(8)] == [0.0] * 8
+    te.release()
+
+
+def test_workers_and_waiters_never_run_a_transfer_twice():
+    # Untimed waits run queued transfers on the waiting thread, workers the
+    # rest; every tile transfer completes exactly once (one move.complete).
+    import numpy as np
+
+    from conftest import tiled_on_file
+
+    te, w = tiled_on_file(8, 64)
+    rng = np.random.default_rng(0)
+    handles = []
+    with sw.profile() as p:
+        for i in range(150):
+            ks = [int(k) for k in rng.choice(8, 3, replace=False)]
+            h = te.project(w, TileSelection([ks]))
+            handles.append((h, ks))
+            if i % 3 == 0:  # some waited at once, the rest later from other threads
+                r = h.wait()
+                assert [r[j] for j in range(0, 3 * 64, 64)] == [float(k * 64) for k in ks]
+        waiters = [threading.Thread(target=lambda hs=handles[j::4]: [h.wait() for h, _ in hs]) for j in range(4)]
+        for t in waiters:
+            t.start()
+        for t in waiters:
+            t.join(60)
+        assert not any(t.is_alive() for t in waiters)
+    for h, ks in handles:
+        r = h.wait()
+        assert [r[j] for j in range(0, 3 * 64, 64)] == [float(k * 64) for k in ks]
+    completes = [e for e in p.events() if e.name == "move.complete"]
+    assert len(completes) == 3 * len(handles) and all(e.succeeded for e in completes)
+    te.release()

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import strideweave as sw
-from strideweave.carriers._tiled_work import _POOL_TILES
+_POOL_TILES = 2  # freed tile buffers a TiledEvictable keeps for promotions (docs/tiled_evictable.md)
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from strideweave.carriers._tiled_work import _POOL_TILES
+_POOL_TILES = 2  # freed tile buffers a TiledEvictable keeps for promotions (docs/tiled_evictable.md)
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32

@@ -3,9 +3,9 @@ destination validation, the visible gather / scatter autograd nodes."""
 import pytest
 
 import strideweave as sw
+from conftest import pending, tiles_layout
 from strideweave.carriers.tiled_evictable import (AwaitProjection, TiledEvictable, TileSelection, TileSet,
                                                    TileState)
-from strideweave.carriers._tiled_geometry import canonical_layout
 
 F32 = sw.DType.Float32
 
@@ -48,7 +48,7 @@ def test_project_three_experts_in_router_order():
     assert isinstance(h.done, bool) and not hasattr(h, "__await__")
     r = h.wait()
     assert h.wait() is r and h.done
-    assert r.layout == canonical_layout((3, 1, 1), (1, 2, 3))
+    assert r.layout == tiles_layout((3, 1, 1), (1, 2, 3))
     assert type(r.carrier) is sw.CPU and r.carrier is not te.primary
     assert r.dtype() is F32
     # compact expert axis: tiles 2, 7, 5 in that order
@@ -119,7 +119,7 @@ def test_destination_validation_happens_before_work(make_dest, exc, fragment):
     te, w = experts()
     with pytest.raises(exc, match=fragment):
         te.project(w, TileSelection([[0], [0], [0]]), make_dest())
-    assert not te._st.pending
+    assert pending(te) == 0
 
 
 def test_released_and_owned_destinations():
@@ -240,7 +240,7 @@ def test_backward_with_evicted_source_tiles_needs_no_promotion():
 # ------------------------------------------------------------------ scatter
 
 def compact_for(sel, tile, scale=1.0, start=0.0):
-    lay = canonical_layout(sel.compact_grid_shape, tile)
+    lay = tiles_layout(sel.compact_grid_shape, tile)
     n = lay.cosize
     c = sw.CPU(n)
     for i in range(n):
@@ -329,7 +329,7 @@ def test_scatter_validation(case, exc, fragment):
     v = te.version
     with pytest.raises(exc, match=fragment):
         te.scatter(**args)
-    assert not te._st.pending and te.version == v
+    assert pending(te) == 0 and te.version == v
     assert te.tile_state((1,)) == TileState("primary", True, True)
 
 

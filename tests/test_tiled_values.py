@@ -199,3 +199,52 @@ def test_tile_state_is_frozen():
     assert dataclasses.is_dataclass(s)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.dirty = True
+
+
+# ------------------------------------------------------------------ inputs read once, frozen fields
+
+class OneShot:
+    """An iterable that may be iterated once (a second iter() fails the test)."""
+
+    def __init__(self, items):
+        self.items, self.iterated = list(items), 0
+
+    def __iter__(self):
+        self.iterated += 1
+        assert self.iterated == 1, "iterated twice"
+        return iter(self.items)
+
+
+def test_selection_iterates_each_input_once():
+    axes = [OneShot([2, 0]), OneShot([1])]
+    outer = OneShot(axes)
+    s = TileSelection(outer)
+    assert s.per_axis == ((2, 0), (1,))
+    assert outer.iterated == 1 and all(a.iterated == 1 for a in axes)
+    gen = TileSelection(x for x in ([0, 1], (k for k in [3])))
+    assert gen.per_axis == ((0, 1), (3,))
+
+
+def test_tile_set_iterates_each_input_once():
+    coords = [OneShot([1, 0]), OneShot([0, 2])]
+    outer = OneShot(coords)
+    ts = TileSet(outer)
+    assert ts.coordinates == ((1, 0), (0, 2))
+    assert outer.iterated == 1 and all(c.iterated == 1 for c in coords)
+    assert TileSet((i, j) for i in range(2) for j in range(1)).coordinates == ((0, 0), (1, 0))
+
+
+@pytest.mark.parametrize("make,field", [
+    (lambda: TileSelection([[0], [1]]), "per_axis"),
+    (lambda: TileSet([(0, 1)]), "coordinates"),
+    (lambda: ResidencyPlan(), "retain"),
+    (lambda: TileState("primary", True, False), "location"),
+])
+def test_assigning_or_deleting_a_field_raises_frozen_instance_error(make, field):
+    v = make()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(v, field, getattr(v, field))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(v, field)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.other = 1

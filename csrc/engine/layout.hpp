@@ -4,8 +4,10 @@
 // first leaf fastest.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layout_iter.hpp"
@@ -149,6 +151,31 @@ Layout gradient_layout(const Layout& layout);
 // else any injective g.
 enum class CotangentFit { Ok, ShapeDiffers, NotOwnLayout, NotInjective };
 CotangentFit cotangent_fit(const Layout& target, const Layout& g);
+
+// ------------------------------------------------ division by a tiler (CuTe's
+// logical_divide / zipped_divide for a tiler of one extent per top-level mode)
+//
+// Dividing mode i (its leaves, first fastest) by the extent n cuts it into
+// the layout of its first n ordinals (the tile) and the layout of the
+// ordinals' multiples of n (which tile): f(q * n + y) = tile(y) + rest(q) for
+// every y < n. That needs a leaf boundary at ordinal n, cutting at most one
+// leaf in two (CuTe's divisibility condition for composing with n:1); the
+// leaves are coalesced first, so any layout with the same index function
+// divides alike. Both parts come back coalesced; an empty part is (1):(0).
+
+// The two parts of leaves divided at ordinal n, or nullopt when no leaf
+// boundary (after cutting one leaf) falls at n. n >= 1.
+std::optional<std::pair<std::vector<LeafMode>, std::vector<LeafMode>>> divide_leaves(
+    const std::vector<LeafMode>& leaves, int64_t n);
+
+// Mode i becomes the rank-2 mode (tile_i, rest_i). Throws
+// std::invalid_argument when the tiler's rank is not the layout's rank, an
+// extent is < 1 or does not divide its mode's size, or a mode has no leaf
+// boundary at its extent (the message names the mode).
+Layout logical_divide(const Layout& layout, const std::vector<int64_t>& tiler);
+// The same parts gathered as ((tile_0, ..., tile_{r-1}), (rest_0, ...,
+// rest_{r-1})): mode 0 indexes within a tile, mode 1 picks the tile.
+Layout zipped_divide(const Layout& layout, const std::vector<int64_t>& tiler);
 
 // Calls f(ordinal, index) for every coordinate in colexicographic order (a
 // thin wrapper over the walker of layout_iter.hpp).

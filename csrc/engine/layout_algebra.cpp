@@ -1,5 +1,6 @@
 // Free functions of the layout algebra (declared in layout.hpp): compact,
-// coalesce, broadcasting, and the gradient layout rules of autograd.
+// coalesce, division by a tiler, broadcasting, and the gradient layout rules
+// of autograd.
 #include <stdexcept>
 #include <string>
 
@@ -73,6 +74,90 @@ Layout coalesce(const Layout& layout) {
     strides.push_back(l.stride);
   }
   return Layout(flat_tree(extents), flat_tree(strides));
+}
+
+std::optional<std::pair<std::vector<LeafMode>, std::vector<LeafMode>>> divide_leaves(
+    const std::vector<LeafMode>& leaves, int64_t n) {
+  if (n < 1) throw std::invalid_argument("a tile extent must be >= 1, got " + std::to_string(n));
+  std::vector<LeafMode> tile, rest;
+  int64_t need = n;  // ordinals of the tile still to cover
+  for (const LeafMode& l : coalesce(leaves)) {
+    if (need == 1) {
+      rest.push_back(l);
+    } else if (need % l.extent == 0) {
+      tile.push_back(l);
+      need /= l.extent;
+    } else if (l.extent % need == 0) {
+      tile.push_back({need, l.stride});
+      rest.push_back({l.extent / need, l.stride * need});
+      need = 1;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (need != 1) return std::nullopt;
+  tile = coalesce(tile);
+  rest = coalesce(rest);
+  if (tile.empty()) tile.push_back({1, 0});
+  if (rest.empty()) rest.push_back({1, 0});
+  return std::make_pair(std::move(tile), std::move(rest));
+}
+
+namespace {
+
+IntTree leaf_tree(const std::vector<LeafMode>& leaves, bool strides) {
+  std::vector<IntTree> c;
+  c.reserve(leaves.size());
+  for (const LeafMode& l : leaves) c.push_back(IntTree::leaf(strides ? l.stride : l.extent));
+  return IntTree::node(std::move(c));
+}
+
+// Every mode divided by its tiler extent: (tile parts, rest parts).
+std::pair<std::vector<std::vector<LeafMode>>, std::vector<std::vector<LeafMode>>> divide_modes(
+    const Layout& layout, const std::vector<int64_t>& tiler) {
+  const IntTree& shape = layout.shape();
+  if (shape.is_leaf || shape.children.size() != tiler.size())
+    throw std::invalid_argument("the tiler has " + std::to_string(tiler.size()) + " extents for a layout of rank " +
+                                std::to_string(shape.is_leaf ? 0 : shape.children.size()));
+  std::vector<std::vector<LeafMode>> tiles, rests;
+  for (size_t i = 0; i < tiler.size(); ++i) {
+    const Layout mode(IntTree::node({shape.children[i]}), IntTree::node({layout.stride().children[i]}));
+    if (tiler[i] < 1 || mode.size() % tiler[i] != 0)
+      throw std::invalid_argument("tiler extent " + std::to_string(tiler[i]) + " does not divide mode " +
+                                  std::to_string(i) + " of size " + std::to_string(mode.size()));
+    auto parts = divide_leaves(mode.leaves(), tiler[i]);
+    if (!parts)
+      throw std::invalid_argument("mode " + std::to_string(i) + " has no leaf boundary at ordinal " +
+                                  std::to_string(tiler[i]) + ": it does not divide by that extent");
+    tiles.push_back(std::move(parts->first));
+    rests.push_back(std::move(parts->second));
+  }
+  return {std::move(tiles), std::move(rests)};
+}
+
+}  // namespace
+
+Layout logical_divide(const Layout& layout, const std::vector<int64_t>& tiler) {
+  auto [tiles, rests] = divide_modes(layout, tiler);
+  std::vector<IntTree> shape, stride;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    shape.push_back(IntTree::node({leaf_tree(tiles[i], false), leaf_tree(rests[i], false)}));
+    stride.push_back(IntTree::node({leaf_tree(tiles[i], true), leaf_tree(rests[i], true)}));
+  }
+  return Layout(IntTree::node(std::move(shape)), IntTree::node(std::move(stride)));
+}
+
+Layout zipped_divide(const Layout& layout, const std::vector<int64_t>& tiler) {
+  auto [tiles, rests] = divide_modes(layout, tiler);
+  std::vector<IntTree> ts, tt, rs, rt;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    ts.push_back(leaf_tree(tiles[i], false));
+    tt.push_back(leaf_tree(tiles[i], true));
+    rs.push_back(leaf_tree(rests[i], false));
+    rt.push_back(leaf_tree(rests[i], true));
+  }
+  return Layout(IntTree::node({IntTree::node(std::move(ts)), IntTree::node(std::move(rs))}),
+                IntTree::node({IntTree::node(std::move(tt)), IntTree::node(std::move(rt))}));
 }
 
 bool has_stride_zero(const std::vector<LeafMode>& leaves) {

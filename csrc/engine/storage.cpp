@@ -2,11 +2,13 @@
 #include "storage.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <new>
 #include <system_error>
+#include <vector>
 
 #include "fd_closer.hpp"
 
@@ -520,6 +523,54 @@ void FileStorage::write(int64_t offset, const void* src, int64_t n) {
     offset += r;
     n -= r;
   }
+  if (end > bytes_) bytes_ = end;
+}
+
+namespace {
+// Calls io(fd, iov, n, offset) until all of iov went through; returns the bytes.
+template <class IO>
+int64_t vectored(int fd, int64_t offset, const ::iovec* iov, int n, IO io, const char* what, int short_errno,
+                 const std::string& path) {
+  if (fd < 0) throw_errno(EBADF, "file storage is not open");
+  if (offset < 0 || n < 0) throw_errno(EINVAL, "negative file offset or length");
+  std::vector<::iovec> left(iov, iov + n);
+  size_t first = 0;
+  int64_t total = 0;
+  while (first < left.size()) {
+    if (left[first].iov_len == 0) {
+      ++first;
+      continue;
+    }
+    const int count = static_cast<int>(std::min<size_t>(left.size() - first, IOV_MAX));
+    ssize_t r = io(fd, left.data() + first, count, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, std::string("cannot ") + what + " " + path);
+    }
+    if (r == 0) throw_errno(short_errno, std::string("short ") + what + " of " + path);
+    offset += r;
+    total += r;
+    for (size_t done = static_cast<size_t>(r); done > 0;) {
+      const size_t step = std::min(done, left[first].iov_len);
+      left[first].iov_base = static_cast<char*>(left[first].iov_base) + step;
+      left[first].iov_len -= step;
+      done -= step;
+      if (left[first].iov_len == 0) ++first;
+    }
+  }
+  return total;
+}
+}  // namespace
+
+void FileStorage::read_pieces(int64_t offset, const ::iovec* iov, int n) const {
+  if (offset < 0) throw_errno(EINVAL, "negative file offset or length");
+  vectored(fd_, base_ + offset, iov, n, ::preadv, "read", EIO, path());
+}
+
+void FileStorage::write_pieces(int64_t offset, const ::iovec* iov, int n) {
+  if (offset < 0) throw_errno(EINVAL, "negative file offset or length");
+  prepare_write();
+  const int64_t end = offset + vectored(fd_, base_ + offset, iov, n, ::pwritev, "write", ENOSPC, path());
   if (end > bytes_) bytes_ = end;
 }
 

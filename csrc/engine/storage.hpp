@@ -1,6 +1,7 @@
 // Native storage: 64-byte aligned host buffers (or an adopted foreign range)
 // and file-backed slot storage.
 #pragma once
+#include <sys/uio.h>
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
@@ -222,6 +223,10 @@ class FileStorage {
   void resize(int64_t bytes);
   void read(int64_t offset, void* dst, int64_t n) const;
   void write(int64_t offset, const void* src, int64_t n);
+  // The n pieces in order over the contiguous file range from offset, as
+  // preadv / pwritev calls (a partial one continues where it stopped).
+  void read_pieces(int64_t offset, const ::iovec* iov, int n) const;
+  void write_pieces(int64_t offset, const ::iovec* iov, int n);
   // Closes the descriptor and removes a temporary file (a user's file
   // stays). From kDeferredCloseBytes up a removed file's descriptor is
   // closed on the background closer just after; the file is gone when this

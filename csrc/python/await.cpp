@@ -229,6 +229,13 @@ int await_fail(PyObject* handle) {
 
 bool await_done(PyObject* handle) { return as_await(handle)->completion->done(); }
 
+int await_set_runner(PyObject* handle, PyObject* runner) {
+  AwaitObject* a = as_await(handle);
+  if (a->completion->done()) return 0;
+  Py_XSETREF(a->runner, Py_XNewRef(runner));
+  return 1;
+}
+
 int await_hooks_init(PyObject* module);  // private completion hooks, end of file
 
 int await_module_init(PyObject* module) {

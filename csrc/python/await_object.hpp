@@ -23,5 +23,9 @@ int await_complete(PyObject* handle, PyObject* value);
 // (cleared). 1 / 0 as await_complete.
 int await_fail(PyObject* handle);
 bool await_done(PyObject* handle);
+// The callable (NULL: none) the first untimed wait() on the pending handle
+// calls, GIL held, before it blocks; dropped at the terminal transition.
+// 1 when set, 0 when the handle is already terminal.
+int await_set_runner(PyObject* handle, PyObject* runner);
 
 }  // namespace swpy

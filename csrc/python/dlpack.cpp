@@ -13,6 +13,7 @@
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
+#include "tiled_object.hpp"
 #include "tensor_object.hpp"
 #include "module.hpp"
 
@@ -434,6 +435,9 @@ PyObject* explain_refusal(PyObject* self) {
   if (!PyErr_ExceptionMatches(PyExc_BufferError)) return nullptr;
   PyObject* carrier = as_tensor(self)->carrier;
   if (carrier_overrides(carrier, "dlpack_info")) return nullptr;
+  // A TiledEvictable's own refusal names its way out (project()); a move of
+  // it is refused, so the CPU hint would mislead.
+  if (PyObject_TypeCheck(carrier, &TiledEvictable_Type)) return nullptr;
   const long long span = static_cast<long long>(layout_of(as_tensor(self)->layout).cosize());
   // Taken first: a Python dtype() hook must not run with an exception set.
   PyObject* exc = compat::take_raised();

@@ -69,6 +69,9 @@ using Storage = sw::ext::Storage;
 sw::ext::Registry g_registry;
 
 bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
+// A class that may have a definition: a Python class, or a built-in defined
+// natively (extension_define_native).
+bool definable(PyTypeObject* t) { return is_heap(t) || g_registry.defined(t); }
 
 // cls followed by its Python bases in MRO order, up to the first built-in.
 std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
@@ -108,8 +111,8 @@ int watch(sw::ext::ClassKey cls) {
 // storage or NULL when it is definition-free. 0 / -1.
 int observe_storage(PyTypeObject* cls, const Storage** storage) {
   *storage = nullptr;
-  if (!is_heap(cls)) return 0;  // built-ins never have a definition
   if (g_registry.lookup(cls, storage)) return 0;
+  if (!is_heap(cls)) return 0;  // built-ins have none (unless defined natively: looked up above)
   std::vector<sw::ext::ClassKey> newly;
   if (engine_call([&] { *storage = g_registry.observe(heap_mro(cls), &newly); }) < 0) return -1;
   for (size_t i = 0; i < newly.size(); ++i) {
@@ -125,18 +128,15 @@ int observe_storage(PyTypeObject* cls, const Storage** storage) {
 const char* permits(const Storage* storage) { return sw::ext::fallback_stance(storage); }
 
 
-// The record classes, importing extension.py on first use if it has not
-// handed them over yet (it always has once strideweave is imported). 0 / -1.
+// The record classes, which strideweave.carriers.extension hands over when
+// `import strideweave` imports it (the native core imports nothing from
+// strideweave.carriers). 0 / -1.
 int records_ready() {
   if (g.route_type) return 0;
-  PyObject* m = PyImport_ImportModule("strideweave.carriers.extension");
-  Py_XDECREF(m);
-  if (!m) return -1;
-  if (!g.route_type) {
-    PyErr_SetString(PyExc_RuntimeError, "strideweave.carriers.extension did not install its records");
-    return -1;
-  }
-  return 0;
+  PyErr_SetString(PyExc_RuntimeError,
+                  "the carrier extension records are not installed (strideweave.carriers.extension installs them "
+                  "when `import strideweave` runs)");
+  return -1;
 }
 
 // getattr(o, name) as a new reference.
@@ -175,7 +175,7 @@ PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.Transf
 // ------------------------------------------------------------ route hooks
 
 int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
-  if (!is_heap(src) && !is_heap(dst)) return 0;
+  if (!definable(src) && !definable(dst)) return 0;
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
@@ -193,7 +193,7 @@ int hook_legacy_check(PyTypeObject* src, PyTypeObject* dst) {
 // incoming route seals its source definition-free.
 int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
   *op_class = nullptr;
-  if (!is_heap(src) && !is_heap(dst)) return 0;  // built-in pairs: the legacy registry
+  if (!definable(src) && !definable(dst)) return 0;  // built-in pairs: the legacy registry
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
@@ -214,14 +214,15 @@ int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
 }
 
 // A fresh TransferRequest for a validated move.
-PyObject* make_request(PyObject* tensor, PyObject* dest) {
+PyObject* make_request(PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset) {
   if (records_ready() < 0) return nullptr;
   TensorObject* t = as_tensor(tensor);
   Ref span = Ref::steal(PyLong_FromLongLong(layout_of(t->layout).cosize()));
-  if (!span) return nullptr;
-  PyObject* args[7] = {tensor, dest, as_obj(Py_TYPE(t->carrier)), as_obj(Py_TYPE(dest)), t->dtype, t->layout,
-                       span.get()};
-  return PyObject_Vectorcall(g.request_type, args, 7, nullptr);
+  Ref offset = span ? Ref::steal(PyLong_FromSsize_t(dest_offset)) : Ref();
+  if (!offset) return nullptr;
+  PyObject* args[8] = {tensor, dest, as_obj(Py_TYPE(t->carrier)), as_obj(Py_TYPE(dest)), t->dtype, t->layout,
+                       span.get(), offset.get()};
+  return PyObject_Vectorcall(g.request_type, args, 8, nullptr);
 }
 
 // What a route's prepare() returned.
@@ -229,11 +230,11 @@ enum class Prepared { Error, Ready, Declined };
 
 // Runs route.provider.prepare(request) with grad mode off. Ready: *out is the
 // PreparedTransfer; Declined: *out is the Unsupported. Both new references.
-Prepared run_prepare(PyObject* route, PyObject* tensor, PyObject* dest, PyObject** out) {
+Prepared run_prepare(PyObject* route, PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset, PyObject** out) {
   *out = nullptr;
   Ref provider = Ref::steal(field(route, g.name.provider));
   Ref prepare = provider ? Ref::steal(field(provider.get(), g.name.prepare)) : Ref();
-  Ref request = prepare ? Ref::steal(make_request(tensor, dest)) : Ref();
+  Ref request = prepare ? Ref::steal(make_request(tensor, dest, dest_offset)) : Ref();
   if (!request) return Prepared::Error;
   Ref r;
   {
@@ -276,12 +277,13 @@ void raise_declined(PyObject* route, PyObject* u, PyTypeObject* src, PyTypeObjec
   }
 }
 
-int hook_prepare(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allow_fallback, PyObject** prepared) {
+int hook_prepare(PyObject* op_class, PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset, bool allow_fallback,
+                 PyObject** prepared) {
   *prepared = nullptr;
   Ref route = Ref::borrow(PyDict_GetItemWithError(g.route_of, op_class));
   if (!route) return PyErr_Occurred() ? -1 : 0;
   PyObject* out;
-  Prepared p = run_prepare(route.get(), tensor, dest, &out);
+  Prepared p = run_prepare(route.get(), tensor, dest, dest_offset, &out);
   if (p == Prepared::Error) return -1;
   Ref r = Ref::steal(out);
   if (p == Prepared::Ready) {
@@ -379,8 +381,12 @@ PyObject* RouteMove_copy(PyObject* self, PyObject* args) {
       PyErr_Format(PyExc_TypeError, "%s is not the operation of a registered TransferRoute", oname(self));
     return nullptr;
   }
+  // (output names where the span lands: a framework transfer may write into
+  // the middle of the destination)
+  Py_ssize_t dest_offset = 0;
+  if (is_tensor(output) && as_tensor(output)->carrier == dest) dest_offset = as_tensor(output)->offset;
   PyObject* out;
-  Prepared p = run_prepare(route.get(), tensor, dest, &out);
+  Prepared p = run_prepare(route.get(), tensor, dest, dest_offset, &out);
   if (p == Prepared::Error) return nullptr;
   Ref r = Ref::steal(out);
   if (p == Prepared::Declined) {
@@ -613,6 +619,16 @@ int extension_observe_class(PyTypeObject* type) {
     return -1;
   }
   return 0;
+}
+
+int extension_define_native(PyTypeObject* cls) {
+  std::vector<sw::ext::ClassKey> newly;
+  return engine_call([&] {
+    // The handle is the class itself: nothing drives this class's storage
+    // through a provider (its vtable is its own).
+    g_registry.define(cls, Storage{cls, false}, {});
+    g_registry.observe({cls}, &newly);
+  });
 }
 
 int extension_module_init(PyObject* module) {

@@ -14,7 +14,7 @@ int add_type(PyObject* module, PyTypeObject* type, const char* name);
 #define SW_MODULE_INITS(X) \
   X(dtype) X(shape) X(layout) X(carrier) X(cpu) X(generic) X(file_backed) \
   X(tensor) X(tensor_index) X(constructors) X(representation) X(operation) X(ops) X(ops_view) X(autograd) X(dlpack) X(dlpack_exchange) \
-  X(dlpack_import) X(await) X(move) X(evictable) X(metal) X(extension) X(profiler) X(tiled_gather) X(pickling)
+  X(dlpack_import) X(await) X(move) X(evictable) X(metal) X(extension) X(profiler) X(tiled_evictable) X(pickling)
 #define SW_DECLARE_INIT(name) int name##_module_init(PyObject* module);
 SW_MODULE_INITS(SW_DECLARE_INIT)
 #undef SW_DECLARE_INIT

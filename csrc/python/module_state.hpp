@@ -43,6 +43,13 @@ struct RowMajorLayoutCache {
   size_t next = 0;
 };
 
+struct TiledValueTypes {
+  PyObject *tile_set = nullptr, *tile_selection = nullptr, *residency_plan = nullptr, *tile_state = nullptr,
+           *residency_policy = nullptr;
+  // The module's private knobs (tests): dense_only, dense_spy.
+  PyObject* options = nullptr;
+};
+
 struct ModuleState {
   InternedNames names{};
   // The built-in DType singletons, in dtype.cpp's table order.
@@ -50,8 +57,9 @@ struct ModuleState {
   PyObject* dtype_singletons[kMaxBuiltinDTypes]{};
   // FileBacked's cleanup, registered with atexit and re-registered after fork.
   PyObject* file_cleanup = nullptr;
-  // strideweave.carriers.tiled_evictable.TiledEvictable once imported.
-  PyObject* tiled_evictable_class = nullptr;
+  // The tiled value types strideweave.carriers.tiled_evictable hands over
+  // at import (_install_tiled_values).
+  TiledValueTypes tiled;
   move_internal::MoveState move;
   ext::ExtensionState extension;
   DlpackArgCache dlpack;

@@ -180,7 +180,9 @@ class TransferRequest:
     """One validated move handed to ``TransferProvider.prepare``: the source
     Tensor, the destination carrier, both exact classes, the logical dtype,
     the Layout and its cosize (the physical span to transfer from the
-    Tensor's offset)."""
+    Tensor's offset), and the destination slot the span lands at
+    (``destination_offset``: 0 for a move; a framework tile transfer, such as
+    a TiledEvictable eviction, writes into the middle of its tier)."""
 
     tensor: _core.Tensor
     destination: _core.Carrier
@@ -189,6 +191,7 @@ class TransferRequest:
     dtype: _core.DType
     layout: _core.Layout
     physical_span: int
+    destination_offset: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.tensor, _core.Tensor):
@@ -206,6 +209,10 @@ class TransferRequest:
             raise TypeError(f"TransferRequest physical_span must be an int, not {_tname(self.physical_span)}")
         if self.physical_span < 0:
             raise ValueError("TransferRequest physical_span must be non-negative")
+        if not isinstance(self.destination_offset, int) or isinstance(self.destination_offset, bool):
+            raise TypeError(f"TransferRequest destination_offset must be an int, not {_tname(self.destination_offset)}")
+        if self.destination_offset < 0:
+            raise ValueError("TransferRequest destination_offset must be non-negative")
 
 
 @dataclass(frozen=True, eq=False)

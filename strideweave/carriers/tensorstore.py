@@ -345,22 +345,22 @@ def _check(request: TransferRequest) -> Unsupported | None:
 
 
 def _submit_write(request: TransferRequest) -> _Completion:
-    """CPU span -> TensorStore slots [0, span)."""
-    n = request.physical_span
+    """CPU span -> TensorStore slots [destination_offset, + span)."""
+    n, at = request.physical_span, request.destination_offset
     host = _host_view(request.tensor.carrier, request.tensor.offset, n)
     destination = cast(TensorStoreCarrier, request.destination)  # the route's destination_class
     store = destination._store
     futures, keep = [], [host]
-    for idx, first, count in _boxes(destination._shape, 0, n):
+    for idx, first, count in _boxes(destination._shape, at, at + n):
         part = store[idx]
-        futures.append(part.write(host[first:first + count].reshape(part.shape)))
+        futures.append(part.write(host[first - at:first - at + count].reshape(part.shape)))
     return _Completion(futures, keep)
 
 
 def _submit_read(request: TransferRequest) -> _Completion:
-    """TensorStore span [offset, offset + span) -> CPU slots [0, span)."""
+    """TensorStore span [offset, offset + span) -> CPU slots [destination_offset, + span)."""
     n, offset = request.physical_span, request.tensor.offset
-    host = _host_view(request.destination, 0, n)
+    host = _host_view(request.destination, request.destination_offset, n)
     source = cast(TensorStoreCarrier, request.tensor.carrier)  # the route's source_class
     futures, keep = [], [host]
     for idx, first, count in _boxes(source._shape, offset, offset + n):

@@ -59,4 +59,29 @@ inline bool all_zero(const void* p, size_t n) {
   return true;
 }
 
+// Index of full coordinate x under l (one flat ordinal per top-level mode).
+inline int64_t index_at(const sw::Layout& l, const std::vector<int64_t>& x) {
+  int64_t idx = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    idx += sw::Layout(N({l.shape().children[i]}), N({l.stride().children[i]})).index_of_ordinal(x[i]);
+  return idx;
+}
+
+// Every full coordinate of extents, first mode fastest.
+inline std::vector<std::vector<int64_t>> coordinates(const std::vector<int64_t>& extents) {
+  std::vector<std::vector<int64_t>> out;
+  int64_t n = 1;
+  for (int64_t e : extents) n *= e;
+  for (int64_t o = 0; o < n; ++o) {
+    std::vector<int64_t> x;
+    int64_t r = o;
+    for (int64_t e : extents) {
+      x.push_back(r % e);
+      r /= e;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
 }  // namespace swtest

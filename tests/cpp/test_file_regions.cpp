@@ -4,6 +4,7 @@
 // checks (plan_file_region).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -107,6 +108,31 @@ TEST_F(FileRegionTest, AReadOnlyRegionRefusesWritesAndResizes) {
   int32_t r = -1;
   f.read(12, &r, 4);
   EXPECT_EQ(r, 3);
+}
+
+TEST_F(FileRegionTest, VectoredReadsAndWritesGoThroughTheRegionToo) {
+  const std::string p = header_file(8);
+  sw::FileStorage f;
+  f.open_existing(p, true);
+  f.set_region(16, 32);
+  int32_t a = -1, b[2] = {-1, -1};
+  ::iovec in[2] = {{&a, 4}, {b, 8}};
+  f.read_pieces(4, in, 2);  // slots 1, 2, 3
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b[1], 3);
+  int32_t w[2] = {90, 91};
+  ::iovec out[2] = {{&w[0], 4}, {&w[1], 4}};
+  f.write_pieces(24, out, 2);  // slots 6, 7
+  f.close_and_unlink();
+  const std::string bytes = read_all(p);
+  EXPECT_EQ(bytes.substr(0, 16), "HEADER-HEADER-16");
+  std::vector<int32_t> after(8);
+  std::memcpy(after.data(), bytes.data() + 16, 32);
+  EXPECT_EQ(after, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 90, 91}));
+  sw::FileStorage ro;
+  ro.open_existing(p, false);
+  ro.set_region(16, 32);
+  EXPECT_EQ(errno_of([&] { ro.write_pieces(0, out, 2); }), EBADF);
 }
 
 TEST_F(FileRegionTest, OpenErrorsCarryTheirErrno) {

@@ -178,3 +178,111 @@ TEST(CotangentFit, FollowsTheContract) {
   EXPECT_EQ(sw::cotangent_fit(broadcast, gapped), CotangentFit::Ok);
   EXPECT_EQ(sw::cotangent_fit(broadcast, broadcast), CotangentFit::NotInjective);
 }
+
+// ------------------------------------------------------------------ division by a tiler
+
+namespace {
+
+// Index of coordinate x (one flat ordinal per top-level mode) of l.
+int64_t index_at(const Layout& l, const std::vector<int64_t>& x) {
+  int64_t idx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const Layout mode(N({l.shape().children[i]}), N({l.stride().children[i]}));
+    idx += mode.index_of_ordinal(x[i]);
+  }
+  return idx;
+}
+
+}  // namespace
+
+TEST(LayoutDivide, ZippedDivideOfTheTiledCanonicalLayoutSeparatesTileAndGrid) {
+  // grid (2, 3) of (2, 2) tiles, tile-major: mode i is (tile_i, grid_i)
+  const Layout tiled(N({swtest::node({2, 2}), swtest::node({2, 3})}), N({swtest::node({1, 4}), swtest::node({2, 8})}));
+  const Layout z = sw::zipped_divide(tiled, {2, 2});
+  // every part is a node of leaves: (((2), (2)), ((2), (3))) : (((1), (2)), ((4), (8)))
+  EXPECT_EQ(sw::to_string(z.shape()), "(((2,), (2,)), ((2,), (3,)))");
+  EXPECT_EQ(sw::to_string(z.stride()), "(((1,), (2,)), ((4,), (8,)))");
+}
+
+TEST(LayoutDivide, ZippedDivideOfARowMajorMatrixGivesBoxes) {
+  const Layout z = sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {2, 3});
+  EXPECT_EQ(sw::to_string(z.shape()), "(((2,), (3,)), ((2,), (2,)))");
+  EXPECT_EQ(sw::to_string(z.stride()), "(((6,), (1,)), ((12,), (3,)))");
+}
+
+TEST(LayoutDivide, LogicalDivideKeepsTheModesAndCutsALeaf) {
+  // (6, 2):(1, 6) is the contiguous 12: the tile of 4 cuts it at ordinal 4
+  const Layout l(N({swtest::node({6, 2})}), N({swtest::node({1, 6})}));
+  const Layout d = sw::logical_divide(l, {4});
+  EXPECT_EQ(d, Layout(N({N({swtest::node({4}), swtest::node({3})})}), N({N({swtest::node({1}), swtest::node({4})})})));
+  // a whole mode is one tile: the rest is (1):(0)
+  EXPECT_EQ(sw::logical_divide(swtest::layout({5}, {3}), {5}),
+            Layout(N({N({swtest::node({5}), swtest::node({1})})}), N({N({swtest::node({3}), swtest::node({0})})})));
+}
+
+TEST(LayoutDivide, DivideLeavesNeedsALeafBoundary) {
+  EXPECT_FALSE(sw::divide_leaves({{3, 2}, {2, 1}}, 2).has_value());
+  auto p = sw::divide_leaves({{2, 3}, {3, 1}}, 2);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->first, (Leaves{{2, 3}}));
+  EXPECT_EQ(p->second, (Leaves{{3, 1}}));
+  p = sw::divide_leaves({{4, 1}}, 1);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->first, (Leaves{{1, 0}}));
+  EXPECT_EQ(p->second, (Leaves{{4, 1}}));
+}
+
+TEST(LayoutDivide, RefusalsNameTheProblem) {
+  EXPECT_NE(message_of([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {2}); }).find("rank"), std::string::npos);
+  EXPECT_NE(message_of([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {3, 3}); }).find("does not divide mode 0"),
+            std::string::npos);
+  const Layout l(N({swtest::node({3, 2})}), N({swtest::node({2, 1})}));
+  EXPECT_NE(message_of([&] { sw::logical_divide(l, {2}); }).find("no leaf boundary"), std::string::npos);
+}
+
+TEST(LayoutDivide, EveryCoordinateKeepsItsIndex) {
+  // Random two-mode layouts: wherever the division exists, index(tile y,
+  // tile q) of the result is the original index of x_i = q_i * n_i + y_i.
+  std::mt19937 rng(7);
+  int divided = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::vector<IntTree> shape, stride;
+    std::vector<int64_t> tiler, sizes;
+    for (int i = 0; i < 2; ++i) {
+      const int leaves = 1 + static_cast<int>(rng() % 3);
+      std::vector<int64_t> e, s;
+      int64_t size = 1;
+      for (int j = 0; j < leaves; ++j) {
+        e.push_back(1 + static_cast<int64_t>(rng() % 4));
+        s.push_back(static_cast<int64_t>(rng() % 13));
+        size *= e.back();
+      }
+      shape.push_back(swtest::node(e));
+      stride.push_back(swtest::node(s));
+      std::vector<int64_t> divisors;
+      for (int64_t d = 1; d <= size; ++d)
+        if (size % d == 0) divisors.push_back(d);
+      tiler.push_back(divisors[rng() % divisors.size()]);
+      sizes.push_back(size);
+    }
+    const Layout l(N(shape), N(stride));
+    Layout z;
+    try {
+      z = sw::zipped_divide(l, tiler);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    ++divided;
+    const Layout within(N({z.shape().children[0]}), N({z.stride().children[0]}));
+    const Layout across(N({z.shape().children[1]}), N({z.stride().children[1]}));
+    const std::vector<int64_t> grid = {sizes[0] / tiler[0], sizes[1] / tiler[1]};
+    for (int64_t q1 = 0; q1 < grid[1]; ++q1)
+      for (int64_t q0 = 0; q0 < grid[0]; ++q0)
+        for (int64_t y1 = 0; y1 < tiler[1]; ++y1)
+          for (int64_t y0 = 0; y0 < tiler[0]; ++y0)
+            ASSERT_EQ(index_at(within, {y0 + tiler[0] * y1}) + index_at(across, {q0 + grid[0] * q1}),
+                      index_at(l, {q0 * tiler[0] + y0, q1 * tiler[1] + y1}))
+                << round;
+  }
+  EXPECT_GT(divided, 100);
+}

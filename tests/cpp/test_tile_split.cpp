@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "layout.hpp"
-#include "tile_split.hpp"
+#include "tiled/tile_split.hpp"
 #include "builders.hpp"
 
 using swtest::L;

@@ -1,8 +1,10 @@
 // Copy planning for moves (see copy_plan.hpp).
 #include "transfer/copy_plan.hpp"
 
+#include <sys/uio.h>
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "file_io.hpp"
@@ -184,6 +186,53 @@ std::exception_ptr CopyPlan::run_captured() const noexcept {
   } catch (...) {
     return std::current_exception();
   }
+}
+
+std::vector<std::vector<size_t>> vectored_groups(const std::vector<const CopyPlan*>& plans) {
+  // (file, direction, first byte in the file, plan index) for every span
+  // with one file side; sorted, a group is a run of neighbours that touch.
+  using Key = std::tuple<const FileStorage*, bool, int64_t, size_t>;
+  std::vector<Key> keys;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const CopyPlan& p = *plans[i];
+    const int64_t item = p.src_.itemsize;
+    if (p.kind_ == CopyPlanKind::FileToHost) keys.emplace_back(p.src_.file, false, p.src_offset_ * item, i);
+    if (p.kind_ == CopyPlanKind::HostToFile) keys.emplace_back(p.dst_.file, true, p.dst_offset_ * item, i);
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::vector<size_t>> groups;
+  int64_t end = -1;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto& [file, write, first, i] = keys[k];
+    const bool joins = k > 0 && std::get<0>(keys[k - 1]) == file && std::get<1>(keys[k - 1]) == write && first == end;
+    if (!joins) groups.emplace_back();
+    groups.back().push_back(i);
+    end = first + plans[i]->bytes();
+  }
+  return groups;
+}
+
+void run_independent(const std::vector<const CopyPlan*>& plans) {
+  std::vector<bool> grouped(plans.size(), false);
+  std::vector<::iovec> iov;
+  for (const std::vector<size_t>& g : vectored_groups(plans)) {
+    const CopyPlan& head = *plans[g.front()];
+    const bool write = head.kind_ == CopyPlanKind::HostToFile;
+    iov.clear();
+    for (size_t i : g) {
+      const CopyPlan& p = *plans[i];
+      char* host = write ? p.src_.host + p.src_offset_ * p.src_.itemsize : p.dst_.host + p.dst_offset_ * p.dst_.itemsize;
+      iov.push_back(::iovec{host, static_cast<size_t>(p.bytes())});
+      grouped[i] = true;
+    }
+    const int64_t at = (write ? head.dst_offset_ : head.src_offset_) * head.src_.itemsize;
+    if (write)
+      head.dst_.file->write_pieces(at, iov.data(), static_cast<int>(iov.size()));
+    else
+      head.src_.file->read_pieces(at, iov.data(), static_cast<int>(iov.size()));
+  }
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (!grouped[i]) plans[i]->run();
 }
 
 }  // namespace sw

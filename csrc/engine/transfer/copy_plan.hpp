@@ -90,12 +90,27 @@ class CopyPlan {
   std::exception_ptr run_captured() const noexcept;
 
  private:
+  friend std::vector<std::vector<size_t>> vectored_groups(const std::vector<const CopyPlan*>& plans);
+  friend void run_independent(const std::vector<const CopyPlan*>& plans);
+
   CopyPlanKind kind_ = CopyPlanKind::None;
   CopyEndpoint src_, dst_;
   int64_t src_offset_ = 0, dst_offset_ = 0, count_ = 0;
   std::vector<int64_t> extents_, src_strides_, dst_strides_;  // HostStrided
   bool same_layout_ = false;                                   // HostStrided: split() may cut it
 };
+
+// Runs plans that are independent (none writes what another reads or
+// writes), in any order. Spans between host memory and one file whose file
+// ranges continue each other go to the file as one preadv / pwritev (a
+// tile of many runs, or neighbouring tiles, in one call); every other plan
+// runs alone. Throws what run() throws (the first failure; some plans may
+// have run).
+void run_independent(const std::vector<const CopyPlan*>& plans);
+// The vectored calls run_independent makes: the indices into plans of each
+// group of file-to-host (or host-to-file) spans of one file, in file order,
+// whose file ranges continue each other. Plans in no group run alone.
+std::vector<std::vector<size_t>> vectored_groups(const std::vector<const CopyPlan*>& plans);
 
 // Walks the coordinates of two layouts of one shape together (first mode
 // fastest), calling f(ordinal, src_index, dst_index) until it returns false.

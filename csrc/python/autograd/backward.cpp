@@ -129,28 +129,6 @@ PyObject* sum_gradients(PyObject* like, const std::vector<PyObject*>& grads, con
   return tensor_new(carrier.get(), 0, lo.get());
 }
 
-// A TiledEvictable sums the gradients of its full tensors tile by tile
-// (its _sum_gradients hook); NotImplemented (returned as it is) when a
-// contribution does not fit, and the caller sums value by value.
-PyObject* tiled_sum(PyObject* t, PyObject* like, const std::vector<PyObject*>& grads) {
-  Ref list = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(grads.size())));
-  if (!list) return nullptr;
-  for (size_t k = 0; k < grads.size(); ++k) PyTuple_SET_ITEM(list.get(), k, Py_NewRef(grads[k]));
-  Ref name = Ref::steal(PyUnicode_FromString("_sum_gradients"));
-  if (!name) return nullptr;
-  Ref r = Ref::steal(PyObject_CallMethodObjArgs(like, name.get(), t, list.get(), nullptr));
-  if (!r) {
-    if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context("gradient accumulation: ");
-    return nullptr;
-  }
-  if (r.get() != Py_NotImplemented && !is_tensor(r.get())) {
-    PyErr_Format(PyExc_TypeError, "gradient accumulation: %s._sum_gradients() must return a Tensor, not %.100s",
-                 type_name(like), Py_TYPE(r.get())->tp_name);
-    return nullptr;
-  }
-  return r.release();
-}
-
 // Sum of grads for tensor t in t's gradient layout, created through like.
 PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>& grads) {
   const sw::Layout& tl = layout_of(as_tensor(t)->layout);
@@ -158,8 +136,15 @@ PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>
   if (engine_call_in("gradient accumulation: ", "", [&] { p = sw::ops::plan_accumulation(tl, grads.size()); }) < 0)
     return nullptr;
   if (p.own_layout && ops::is_tiled_carrier(like)) {
-    Ref r = Ref::steal(tiled_sum(t, like, grads));
-    if (!r || r.get() != Py_NotImplemented) return r.release();
+    // A TiledEvictable's full tensor: summed tile by tile into a fresh
+    // TiledEvictable (untouched tiles implicit zero) where every
+    // contribution fits, else value by value below.
+    Ref r = Ref::steal(ops::tiled_sum_gradients(t, like, grads));
+    if (!r) {
+      if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context("gradient accumulation: ");
+      return nullptr;
+    }
+    if (r.get() != Py_NotImplemented) return r.release();
   }
   return sum_gradients(like, grads, p, p.own_layout ? as_tensor(t)->layout : nullptr);
 }

@@ -17,6 +17,7 @@
 // shape, in fresh storage of the cotangent's carrier class. Backward reads
 // saved inputs from their carriers when it runs, not from a forward copy.
 #pragma once
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -79,14 +80,13 @@ int saved_operand(PyObject* t, const char* op, Operand* o);
 // reduce_sum: after every operand is validated (the tile-footprint rule
 // included), the operation reads the tiles band by band where it can
 // (ops_tiled_bands.cpp: tiled_forward, tiled_mul_grad, tiled_relu_grad);
-// otherwise the carrier's _operand hook makes every logical value available
-// in a dense tensor of its primary class (blocking; no autograd node) and
-// the operation computes on that. Its node saves the tiled tensor itself.
-// Backward reads the values it needs again (purpose "backward") and hands
-// the tiled input its gradient through the carrier's _gradient hook (a
-// fresh TiledEvictable).
+// otherwise every tile is copied into one dense tensor of its primary class
+// (blocking; no autograd node) and the operation computes on that. Its node
+// saves the tiled tensor itself. Backward reads the values it needs again
+// (purpose "backward") and hands the tiled input a fresh TiledEvictable
+// gradient whose all-zero tiles stay implicit.
 
-// True when c is a TiledEvictable. Cheap for CPU and Generic carriers.
+// True when c is a TiledEvictable.
 bool is_tiled_carrier(PyObject* c);
 // Completes compute_operand for a carrier that is neither host memory nor
 // Generic: 1 when it is a TiledEvictable whose tensor passes the
@@ -104,10 +104,27 @@ int saved_values(PyObject* t, const char* op, Operand* o);
 // is storage the backward just allocated and shares with no one: the
 // TiledEvictable gradient then takes it as its primary instead of copying it.
 PyObject* input_gradient(PyObject* x, PyObject* grad, const char* op, bool fresh = false);
-// Calls carrier.hook(a, b, c, d) (NULL ends the arguments); its exception
-// gets "op" what before the message (what: "(): " or " backward: ").
-PyObject* call_hook(const char* op, const char* what, PyObject* carrier, const char* hook, PyObject* a,
-                    PyObject* b = nullptr, PyObject* c = nullptr, PyObject* d = nullptr);
+// The sum of grads (each laid out as the full tensor t of the TiledEvictable
+// te: TiledEvictable-backed or dense) as a fresh TiledEvictable gradient,
+// tile by tile; NotImplemented when a contribution does not fit.
+PyObject* tiled_sum_gradients(PyObject* t, PyObject* te, const std::vector<PyObject*>& grads);
+
+// A request reading every tile of a TiledEvictable for a direct operation
+// (purpose "operation" or "backward": the residency policy's plan is asked
+// for and its promotions run first; a tile under a pending residency
+// request raises RuntimeError).
+struct TileReader;
+TileReader* tile_reader_open(PyObject* te, const char* purpose);
+// For each span (tile k, first slot, count) relative to tile k's first slot
+// ("tiles" geometry), the host address of its first slot: a primary tile of
+// an exact CPU primary in place, anything else staged into a CPU buffer
+// (reused until the next call), an implicit tile a zero tile. 0 / -1.
+int tile_reader_read(TileReader* r, const std::vector<std::array<int64_t, 3>>& spans, std::vector<const char*>* out);
+// A result the operation computed in CPU, copied into a fresh carrier of the
+// primary's class (result is released). New reference.
+PyObject* tile_reader_as_primary(TileReader* r, PyObject* result);
+// Ends the request (ok: the policy's plan commits) and frees r. 0 / -1.
+int tile_reader_close(TileReader* r, bool ok);
 
 // The backward of mul and relu reading a tiled input tile by tile
 // (ops_tiled_bands.cpp). False (nothing raised) when that path does not

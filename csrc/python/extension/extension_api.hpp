@@ -17,5 +17,11 @@ int extension_observe_class(PyTypeObject* type);
 // checks the dtype with supports_dtype, installs the storage-provider
 // vtable and allocates the slots. 0 / -1.
 int extension_carrier_init(PyObject* self, PyObject* args, PyObject* kwargs);
+// A built-in class whose carriers compose other carriers (TiledEvictable):
+// definition-backed with its own native storage, no routes and no
+// elementwise fallback, so public moves naming it raise NotImplementedError
+// and the legacy registry refuses it (RuntimeError, "TransferRoute"), as for
+// a Python class with such a CarrierDefinition. Called at module init. 0 / -1.
+int extension_define_native(PyTypeObject* cls);
 
 }  // namespace swpy

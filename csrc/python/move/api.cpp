@@ -222,7 +222,7 @@ int capture_reverse_route(Submission& s) {
 int prepare_route(Submission& s) {
   if (!state.route_hooks.prepare) return 0;
   PyObject* prepared = nullptr;
-  const int r = state.route_hooks.prepare(s.cls.get(), s.tensor, s.dest, s.op_instance == nullptr, &prepared);
+  const int r = state.route_hooks.prepare(s.cls.get(), s.tensor, s.dest, 0, s.op_instance == nullptr, &prepared);
   s.prepared.reset(prepared);
   if (r < 0) return -1;
   if (r == 2) s.cls.reset(Py_NewRef(elementwise_class()));

@@ -125,6 +125,13 @@ int64_t running_move_token(PyObject* c);
 // a failure stays raised on return.
 void commit(MoveJob* j, bool ok);
 
+// ------------------------------------------------------------ spans.cpp
+
+// In a forked child: fails job when it is a pending span batch (its
+// terminal callback runs with RuntimeError "pending at fork") and returns
+// true; false when job is not one (a MoveJob).
+bool span_batch_after_fork(void* job);
+
 // ------------------------------------------------------------ commit_lane.cpp
 
 // Whether j's commit runs no Python code (a native copy between exact

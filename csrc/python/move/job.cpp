@@ -161,6 +161,7 @@ PyObject* mod_gil_gate_closed(PyObject*, PyObject*) { return PyBool_FromLong(gil
 PyObject* mod_after_fork_child(PyObject*, PyObject*) {
   gil_gate::after_fork_child();
   for (void* job : job_tracker().after_fork_child(RunningJob::current())) {
+    if (span_batch_after_fork(job)) continue;
     MoveJob* j = static_cast<MoveJob*>(job);
     // A parent worker may have been replacing the plan at the fork: its
     // memory is not the child's to free, so leak it rather than destroy it.

@@ -4,7 +4,13 @@
 // (Evictable residency). What only the move files share is in
 // move/internal.hpp.
 #pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
 #include "autograd/autograd.hpp"
+#include "layout.hpp"
 
 namespace swpy {
 
@@ -40,7 +46,8 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination);
 //  prepare: called by move_async after every validation (and the reverse-
 //    route capture) and after ownership of both carriers is claimed (so no
 //    one else can write or release them meanwhile), before anything is
-//    allocated.
+//    allocated. dest_offset: the slot of dest the span lands at (0 for a
+//    move; a tile transfer writes into the middle of a tier).
 //    For a route operation class it runs TransferProvider.prepare (grad
 //    mode off): 1 with *prepared a new reference to the PreparedTransfer;
 //    2 when the provider declined and the elementwise fallback is permitted
@@ -54,7 +61,8 @@ PyObject* move_blocking(PyObject* tensor, PyObject* destination);
 struct MoveRouteHooks {
   int (*legacy_check)(PyTypeObject* src, PyTypeObject* dst);
   int (*resolve)(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class);
-  int (*prepare)(PyObject* op_class, PyObject* tensor, PyObject* dest, bool allow_fallback, PyObject** prepared);
+  int (*prepare)(PyObject* op_class, PyObject* tensor, PyObject* dest, Py_ssize_t dest_offset, bool allow_fallback,
+                 PyObject** prepared);
   int (*submit)(PyObject* prepared, PyObject** completion);
   int (*wait)(PyObject* completion);
 };
@@ -82,5 +90,86 @@ int move_check_pins(PyObject* op_class, PyTypeObject* src, PyTypeObject* dst);
 // release; both versions stay as they were. New reference to the result
 // Tensor over destination at offset 0, or NULL.
 PyObject* move_lowered(PyObject* tensor, PyObject* destination, int64_t src_token, int64_t dst_token);
+
+// ------------------------------------------------------------ span batches (spans.cpp)
+//
+// Framework-owned copies between carriers that a framework carrier owns
+// (TiledEvictable's tile transfers), run asynchronously like moves: each
+// span copy resolves its exact pair as move does (carrier-definition routes,
+// incoming routes, the legacy registry, the elementwise fallback); native
+// copies run on a worker without the GIL, a Python _copy or a route's
+// prepare/submit/wait with the GIL, grad mode off and owner access to the
+// carriers the batch was given tokens for. A batch is tracked with the moves:
+// the exit drain waits for it (STRIDEWEAVE_EXIT_TIMEOUT, Ctrl-C) and in a
+// forked child it fails ("pending at fork"). Each transfer is profiled as a
+// move.submit (recorded when it is added, on the calling thread) and
+// move.complete pair (on the thread that finishes its last copy).
+struct SpanCopy {
+  PyObject* src = nullptr;  // borrowed: the batch keeps both alive
+  Py_ssize_t src_off = 0;
+  PyObject* dst = nullptr;
+  Py_ssize_t dst_off = 0;
+  // A span of count slots (layouts unset), or a logical copy of src_layout
+  // at src_off into the same coordinates of dst_layout at dst_off.
+  Py_ssize_t count = 0;
+  bool logical = false;
+  sw::Layout src_layout, dst_layout;
+  // dst = dst + src (logical; scatter-add) instead of dst = src.
+  bool add = false;
+  // dst = 0 over the span (count slots), src unused.
+  bool zero = false;
+  int transfer = -1;  // the profiled transfer it belongs to
+};
+
+class SpanBatch {
+ public:
+  // Terminal callback, GIL held, exactly once: ok, or the batch's failure
+  // raised (the callback consumes it).
+  using Done = std::function<void(bool ok)>;
+
+  SpanBatch();
+  ~SpanBatch();
+  SpanBatch(const SpanBatch&) = delete;
+  SpanBatch& operator=(const SpanBatch&) = delete;
+  // A new unit: its copies run in order on one thread; units run
+  // independently. Returns its index.
+  int unit();
+  // Adds c to unit u. 0 / -1 (memory).
+  int add(int u, const SpanCopy& c);
+  // Keeps o alive until the terminal callback ran. 0 / -1.
+  int keep(PyObject* o);
+  // Owner access to c (kept alive by the caller or keep()) through token
+  // for the Python-level copies. 0 / -1.
+  int access(PyObject* c, int64_t token);
+  // A profiled transfer from a carrier of src_class through impl (shapes:
+  // the tuple recorded with it, or NULL); move.submit is recorded now when
+  // this thread profiles. Its index, or -1 with an exception.
+  int transfer(PyObject* src_class, PyObject* impl, PyObject* shapes);
+  // Whether any unit was added.
+  bool empty() const;
+  // The distinct carriers the copies added so far read or write.
+  std::vector<PyObject*> carriers() const;
+  // The operation class a span between these classes resolves to (as move
+  // resolves it; pins checked). New reference or NULL.
+  static PyObject* route(PyTypeObject* src, PyTypeObject* dst);
+
+  Done done;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+// Starts b: every native unit on one worker job, every other unit on its
+// own, and, with handle (an AwaitResult), an untimed wait() on it runs the
+// units no worker has started on the waiting thread. Tracked with the
+// moves. A batch without units finishes here (done runs before this
+// returns). 0 / -1 with RuntimeError (shutdown began, no worker): nothing
+// ran and done is not called.
+int span_batch_start(std::shared_ptr<SpanBatch> b, PyObject* handle);
+// Runs every unit of b on this thread, in order (native ones with the GIL
+// released), untracked and unprofiled, and without the terminal callback:
+// the framework's synchronous transfers (a slot write's promotion, a policy
+// eviction at commit). 0 / -1 with the first failure raised.
+int span_batch_run_here(SpanBatch& b);
 
 }  // namespace swpy

@@ -1,4 +1,4 @@
-#include "tile_split.hpp"
+#include "tiled/tile_split.hpp"
 
 #include <stdexcept>
 
