@@ -9,10 +9,15 @@
 namespace sw::text {
 
 std::vector<std::vector<int64_t>> shown_coordinates(const std::vector<int64_t>& extents, const Summary& s) {
+  // A zero-size tensor has no elements but can still have many brackets
+  // ((5000, 0) is 5000 "[]"): it counts the rows before its first empty
+  // dimension instead.
   int64_t count = 1;
   bool big = false;
-  for (int64_t e : extents)
+  for (int64_t e : extents) {
+    if (e == 0) break;
     if (__builtin_mul_overflow(count, e, &count)) big = true;
+  }
   big = big || count > s.threshold;
   std::vector<std::vector<int64_t>> shown(extents.size());
   for (size_t d = 0; d < extents.size(); ++d) {

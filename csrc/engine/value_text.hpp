@@ -23,7 +23,10 @@ inline constexpr int64_t kCut = -1;
 
 // The coordinates shown along each dimension, in order: all of them when the
 // element count is at most s.threshold; otherwise, in every dimension longer
-// than 2 * s.edge, the first s.edge, kCut, then the last s.edge.
+// than 2 * s.edge, the first s.edge, kCut, then the last s.edge. A
+// dimension of extent 0 shows no coordinate (it prints as "[]"); a zero-size
+// tensor is summarised by the count of brackets before its first empty
+// dimension.
 std::vector<std::vector<int64_t>> shown_coordinates(const std::vector<int64_t>& extents, const Summary& s);
 
 // The number of element texts nested_text expects: the product over

@@ -71,7 +71,9 @@ int values_text(TensorObject* t, PyObject* reader, std::string* out) {
   std::vector<size_t> pos(rank, 0);
   auto next_valid = [&](size_t d) { while (pos[d] < shown[d].size() && shown[d][pos[d]] == sw::text::kCut) ++pos[d]; };
   for (size_t d = 0; d < rank; ++d) next_valid(d);
-  for (;;) {
+  // A zero-size tensor (an extent-0 mode) has no slot to read: only brackets.
+  const bool empty = sw::text::shown_count(shown) == 0;
+  while (!empty) {
     int64_t index = t->offset;
     for (size_t d = 0; d < rank; ++d) index += shown[d][pos[d]] * l.leaves()[d].stride;
     Ref v = Ref::steal(carrier_get(reader, static_cast<Py_ssize_t>(index)));

@@ -99,3 +99,25 @@ TEST(ValueText, TextCountMustMatch) {
   Summary s;
   EXPECT_THROW(sw::text::nested_text({{0, 1}}, {"1"}, 0, s), std::invalid_argument);
 }
+
+TEST(ValueText, ZeroSizeTensorsPrintEmptyBracketsAtTheirNesting) {
+  Summary s;
+  const auto zero = sw::text::shown_coordinates({0}, s);
+  EXPECT_EQ(sw::text::shown_count(zero), 0);
+  EXPECT_EQ(sw::text::nested_text(zero, {}, 7, s), "[]");
+  EXPECT_EQ(sw::text::nested_text(sw::text::shown_coordinates({0, 3}, s), {}, 7, s), "[]");
+  EXPECT_EQ(sw::text::nested_text(sw::text::shown_coordinates({3, 0}, s), {}, 0, s), "[[],\n [],\n []]");
+  EXPECT_EQ(sw::text::nested_text(sw::text::shown_coordinates({2, 0, 4}, s), {}, 0, s), "[[],\n\n []]");
+}
+
+TEST(ValueText, ZeroSizeTensorsWithManyRowsAreSummarised) {
+  Summary s;
+  s.threshold = 10;
+  s.edge = 1;
+  // 50 rows of nothing: the rows count against the threshold, not the elements.
+  const auto shown = sw::text::shown_coordinates({50, 0}, s);
+  EXPECT_EQ(shown[0], (std::vector<int64_t>{0, kCut, 49}));
+  EXPECT_EQ(sw::text::nested_text(shown, {}, 0, s), "[[],\n ...,\n []]");
+  // Few rows: every one shown.
+  EXPECT_EQ(sw::text::shown_coordinates({4, 0}, s)[0].size(), 4u);
+}
