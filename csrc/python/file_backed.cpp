@@ -410,8 +410,9 @@ PyObject* FileBacked_get_path(PyObject* self, void*) {
 // ------------------------------------------------------ a user's files
 
 // dtype= of open()/create(): required, keyword-only (PyArg cannot require a
-// keyword-only argument). 0 / -1.
-int required_dtype(PyObject* dtype, const char* fn) {
+// keyword-only argument); replaced by its DType singleton (by reference: a
+// NumPy dtype must not be read as a DType afterwards). 0 / -1.
+int required_dtype(PyObject*& dtype, const char* fn) {
   if (!dtype) {
     PyErr_Format(PyExc_TypeError, "%s() missing required keyword-only argument: 'dtype'", fn);
     return -1;
