@@ -32,8 +32,9 @@ Decisions the contract leaves open:
   element in C order, wherever its domain starts.
 - Sizes: one dimension of a TensorStore array holds at most ``2**62 - 1``
   elements (TensorStore's own limit), and a carrier at most ``2**63 - 1``
-  slots (a 64-bit index); beyond either, ``create``/``open``/``open_tensor``
-  raise ``ValueError`` naming the limit.
+  slots (a 64-bit index); beyond either, ``TensorStoreCarrier(slots)``,
+  ``create``/``open``/``open_tensor`` and a growing move destination raise
+  ``ValueError`` naming the limit.
 - S3 requests are retried at most 3 times in all (``max_retries: 3``),
   0.1 s after the first failure, then twice as long each time, at most 1 s
   apart (``S3_REQUEST_RETRIES``, the ``s3_request_retries`` resource of the
@@ -96,6 +97,14 @@ def _zero_origin(store: Any) -> Any:
     return store
 
 
+def _check_extent(slots: Any) -> None:
+    """A new store's slot count against TensorStore's largest extent (its
+    own error for a larger one says only "domain must be specified")."""
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots > _MAX_EXTENT:
+        raise ValueError(f"slots must be at most 2**62 - 1 ({_MAX_EXTENT}), TensorStore's largest array "
+                         f"extent, not {slots}")
+
+
 def _check_slots(shape: Any, what: str) -> int:
     n = math.prod(int(e) for e in shape)
     if n > _MAX_SLOTS:
@@ -148,6 +157,8 @@ class TensorStoreCarrier(_core.Carrier):
     _shape: tuple[int, ...]
 
     def __init__(self, slots: int, *, dtype: Any = _DType.Float32, mutable: bool = True) -> None:
+        if getattr(_handoff, "store", None) is None:  # a fresh in-memory store (open/create hand theirs over)
+            _check_extent(slots)
         super().__init__(slots, dtype=dtype, mutable=mutable)
 
     @classmethod
@@ -171,9 +182,7 @@ class TensorStoreCarrier(_core.Carrier):
         if slots < 0:
             raise ValueError("slots must be non-negative")
         dtype = _core._as_dtype(dtype)  # a NumPy dtype names its DType
-        if slots > _MAX_EXTENT:
-            raise ValueError(f"slots must be at most 2**62 - 1 ({_MAX_EXTENT}), TensorStore's largest array "
-                             f"extent, not {slots}")
+        _check_extent(slots)
         if dtype not in _DTYPES:
             raise ValueError(f"TensorStoreCarrier supports only Float32 and Int32, not {dtype!r}")
         kw: dict[str, Any] = {}
@@ -240,6 +249,7 @@ def _allocate(carrier: Any, slots: int) -> None:
     store = getattr(_handoff, "store", None)
     _handoff.store = None
     if store is None:
+        _check_extent(slots)
         current = carrier.__dict__.get("_store")
         if current is not None and current.rank == 1 and current.shape[0] == 0 and not _is_memory(current):
             # An empty persistent array grows in place (a move destination).
