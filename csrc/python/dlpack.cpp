@@ -419,11 +419,23 @@ PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize
 
 namespace {
 
+// The BufferError of an export without storage: "data pointer must be
+// non-null" (callers match on it), and why when the carrier is released
+// (a move or release()), in the words np.asarray uses.
+void raise_no_storage(PyObject* carrier) {
+  if (as_carrier(carrier)->released)
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack data pointer must be non-null: the %s carrier is released (moved or released)",
+                 type_name(carrier));
+  else
+    PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+}
+
 // BufferError when a tensor with elements has no storage to export: a null
 // pointer, or a carrier released during this call (pointer is then stale).
 bool pointer_gone(uintptr_t pointer, bool released_before, PyObject* carrier, const sw::Layout& layout) {
   if (!dl::storage_gone(layout.size(), pointer, released_before, as_carrier(carrier)->released)) return false;
-  PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+  raise_no_storage(carrier);
   return true;
 }
 
@@ -489,7 +501,7 @@ int pin_cpu_storage(TensorObject* t, sw::DTypeCode code, uintptr_t pointer, cons
                    t->dtype, dtype_singleton(c.dtype));
       return -1;
     case dl::CpuExport::NoData:
-      PyErr_SetString(PyExc_BufferError, "DLPack data pointer must be non-null (was the carrier released?)");
+      raise_no_storage(t->carrier);
       return -1;
     case dl::CpuExport::PointerMismatch:
       PyErr_SetString(PyExc_BufferError,
