@@ -66,7 +66,15 @@ struct Slicer {
     if (n == 1) {
       picked.push_back({1, leaves.front().stride});
     } else if (!range_leaves(leaves, start, p.step, n, &picked)) {
-      return fail(SliceStatus::Inexpressible, start, stop);
+      // Not runs of the leaves: still one leaf when the offsets are evenly spaced.
+      int64_t spacing = 0;
+      if (!range_spacing(leaves, start, p.step, n, &spacing)) return fail(SliceStatus::Inexpressible, start, stop);
+      if (spacing < 0) {
+        fail(SliceStatus::Decreasing, start, stop);
+        err->spacing = spacing;
+        return SliceStatus::Decreasing;
+      }
+      picked.assign(1, LeafMode{n, spacing});
     }
     if (picked.size() == 1) {
       out->shape = IntTree::leaf(picked[0].extent);
@@ -183,6 +191,77 @@ bool range_leaves(const std::vector<LeafMode>& mode, int64_t start, int64_t step
   }
   *out = coalesce(picked);
   if (out->empty()) out->push_back({1, 0});
+  return true;
+}
+
+namespace {
+
+using Wide = __int128;  // products of strides and counts before they are known to fit
+
+// The offset of ordinal x over leaves[i..] (first fastest).
+Wide offset_from(const std::vector<LeafMode>& leaves, size_t i, int64_t x) {
+  Wide off = 0;
+  for (; i < leaves.size() && x != 0; ++i) {
+    off += Wide(x % leaves[i].extent) * leaves[i].stride;
+    x /= leaves[i].extent;
+  }
+  return off;
+}
+
+// f(k) = the offset over leaves[i..] of ordinal s + k * st, k < n: whether
+// it is an arithmetic progression, and its step. With leaf i = (e, d),
+// r = s % e, q = s / e and the rows y(k) = (s + k * st) / e,
+// f(k) = d * (s + k * st) + h(y(k)) where h(y) = g(y) - d * e * y and g is
+// the offset over the slower leaves, so f is one exactly when h(y(k)) is:
+//  - the rows advance evenly (never or always a carry): y(k) = q + k * a,
+//    and h(y(k)) is a progression exactly when g is along q, q + a, ...;
+//  - rows of 0 and 1 (st < e): the 0 steps make h's step 0, so h is
+//    constant on the rows q..y(n-1): g steps by d * e per row there;
+//  - else (st > e, carries vary): spacing by spacing.
+bool progression(const std::vector<LeafMode>& leaves, size_t i, int64_t s, int64_t st, int64_t n, Wide* step) {
+  if (n <= 1 || st == 0) {
+    *step = 0;
+    return true;
+  }
+  if (i == leaves.size()) return false;  // past the mode: not reached for a range inside it
+  const int64_t e = leaves[i].extent, d = leaves[i].stride;
+  const int64_t q = s / e, u = st % e, w = st / e;
+  const Wide carries = (Wide(s % e) + Wide(n - 1) * u) / e;  // y(n-1) - y(0) - (n-1) * w
+  Wide g = 0;
+  if (carries == 0) {
+    if (!progression(leaves, i + 1, q, w, n, &g)) return false;
+    *step = Wide(d) * u + g;
+    return true;
+  }
+  if (carries == n - 1) {
+    if (!progression(leaves, i + 1, q, w + 1, n, &g)) return false;
+    *step = Wide(d) * (u - e) + g;
+    return true;
+  }
+  if (w == 0) {
+    if (!progression(leaves, i + 1, q, 1, static_cast<int64_t>(carries) + 1, &g) || g != Wide(d) * e) return false;
+    *step = Wide(d) * st;
+    return true;
+  }
+  const Wide first = offset_from(leaves, i, s);
+  const Wide second = offset_from(leaves, i, s + st);
+  Wide prev = second;
+  for (int64_t k = 2; k < n; ++k) {
+    const Wide next = offset_from(leaves, i, s + k * st);
+    if (next - prev != second - first) return false;
+    prev = next;
+  }
+  *step = second - first;
+  return true;
+}
+
+}  // namespace
+
+bool range_spacing(const std::vector<LeafMode>& mode, int64_t start, int64_t step, int64_t count, int64_t* spacing) {
+  const std::vector<LeafMode> leaves = coalesce(mode);
+  Wide s = 0;
+  if (!progression(leaves, 0, start, step, count, &s)) return false;
+  *spacing = static_cast<int64_t>(s);  // a difference of two offsets of the mode: it fits
   return true;
 }
 

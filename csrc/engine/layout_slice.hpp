@@ -11,7 +11,9 @@
 //    any other range is kept when the layout can express it (its ordinals
 //    walk the mode's leaves without a partial carry: a run inside one leaf,
 //    or whole rows of the faster leaves), as a leaf or a node of leaves;
-//    otherwise Inexpressible.
+//    else, when the offsets it selects are evenly spaced (any one or two
+//    are), as one leaf of that spacing; Decreasing when they are evenly
+//    spaced but fall (a stride is never negative); otherwise Inexpressible.
 //  - Ellipsis: as many whole ranges as the modes that no other part
 //    addresses (at most one).
 //  - NewAxis: a new extent-1 mode (stride 0) at this position.
@@ -54,7 +56,8 @@ enum class SliceStatus : uint8_t {
   IndexOutOfRange,  // value/extent: the index and the mode's size
   StepNotPositive,  // value: the step
   Empty,            // the range selects nothing (a Layout has no zero extent)
-  Inexpressible,    // a range on a hierarchical mode the layout cannot express
+  Inexpressible,    // a range on a hierarchical mode whose offsets are not evenly spaced (nor whole runs)
+  Decreasing,       // such a range whose offsets are evenly spaced but fall (spacing: the step < 0)
   NestedOnLeaf,     // a Nested part on a leaf mode
   NestedArity,      // value/extent: the sub-part count and the child count
   NotAllowedNested, // Ellipsis or NewAxis inside a Nested part
@@ -66,6 +69,7 @@ struct SliceError {
   std::vector<size_t> mode;  // path of the failing mode (top-level first)
   int64_t value = 0;
   int64_t extent = 0;
+  int64_t spacing = 0;  // Decreasing: the (negative) offset step
 };
 
 struct SliceResult {
@@ -99,5 +103,13 @@ int64_t adjust_range(int64_t size, int64_t* start, int64_t* stop, int64_t step);
 // caller's (the mode's index of ordinal start).
 bool range_leaves(const std::vector<LeafMode>& mode, int64_t start, int64_t step, int64_t count,
                   std::vector<LeafMode>* out);
+
+// Whether the offsets of the ordinals start, start + step, ... (count of
+// them, step > 0) of the mode with leaves form an arithmetic progression,
+// and its step in *spacing (negative when they fall; 0 for count < 2).
+// Exact, in time linear in the leaves for every range but a few short ones
+// (a step of more than a row with carries that vary), which it compares
+// spacing by spacing.
+bool range_spacing(const std::vector<LeafMode>& mode, int64_t start, int64_t step, int64_t count, int64_t* spacing);
 
 }  // namespace sw

@@ -232,11 +232,21 @@ int raise_slice_error(PyObject* self, PyObject* key, const sw::SliceError& e) {
     case sw::SliceStatus::Inexpressible:
       PyErr_Format(PyExc_TypeError,
                    "the range %lld:%lld in %R on the hierarchical mode %s %s (tensor shape %s) cannot be "
-                   "expressed by a layout: a range on a hierarchical mode must stay inside one run of its "
-                   "fastest leaf or take whole runs of it; use ':' to keep the mode, or index its sub-modes "
-                   "with a nested tuple",
+                   "expressed by a layout: the offsets it selects are not evenly spaced (a range on a "
+                   "hierarchical mode must select evenly spaced offsets, or stay inside one run of its fastest "
+                   "leaf, or take whole runs of it); use ':' to keep the mode, or index its sub-modes with a "
+                   "nested tuple",
                    static_cast<long long>(e.value), static_cast<long long>(e.extent), key, where.c_str(),
                    mode_s.c_str(), shape_s.c_str());
+      break;
+    case sw::SliceStatus::Decreasing:
+      PyErr_Format(PyExc_TypeError,
+                   "the range %lld:%lld in %R on the hierarchical mode %s %s (tensor shape %s) cannot be "
+                   "expressed by a layout: the offsets it selects are evenly spaced but decrease (by %lld), and a "
+                   "Layout's strides are non-negative; use ':' to keep the mode, or index its sub-modes with a "
+                   "nested tuple",
+                   static_cast<long long>(e.value), static_cast<long long>(e.extent), key, where.c_str(),
+                   mode_s.c_str(), shape_s.c_str(), static_cast<long long>(-e.spacing));
       break;
     case sw::SliceStatus::NestedOnLeaf:
       PyErr_Format(PyExc_TypeError, "the tuple part of %R for mode %s addresses sub-modes, but that mode is a leaf "
