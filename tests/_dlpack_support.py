@@ -194,21 +194,26 @@ class TypedCarrier(sw.Carrier):
 IS_COPIED = 2
 
 
+def _testing():
+    """strideweave._testing (the counting producer) through conftest's skip
+    helper: a test that needs it skips, with the reason, where the wheel left
+    it out."""
+    from conftest import testing_extension  # at call time: conftest imports this module
+
+    return testing_extension()
+
+
 def producer_capsule(values, shape, strides=None, *, np_dtype="float32", **kw):
     """A capsule of strideweave._testing's counting producer over a private
     copy of values (numpy dtype np_dtype); kw as dlpack_capsule takes."""
     import numpy as np
 
-    from strideweave import _testing
-
-    return _testing.dlpack_capsule(np.asarray(values, np_dtype).tobytes(), shape, strides, **kw)
+    return _testing().dlpack_capsule(np.asarray(values, np_dtype).tobytes(), shape, strides, **kw)
 
 
 def deleted():
     """Deleter calls of the counting producer so far."""
-    from strideweave import _testing
-
-    return _testing.dlpack_deleted()
+    return _testing().dlpack_deleted()
 
 
 class Producer:

@@ -32,8 +32,17 @@ TESTING_ABSENT = ("strideweave._testing is not installed: the wheel leaves out t
                   "(build with -Csetup-args=-Dtesting=enabled, as tools/test.sh does)")
 
 
+# STRIDEWEAVE_TESTS_HIDE_TESTING=1 runs the suite as the wheel's users would:
+# every import of strideweave._testing fails as if it were not installed.
+HIDE_TESTING = "STRIDEWEAVE_TESTS_HIDE_TESTING"
+if os.environ.get(HIDE_TESTING) == "1":
+    sys.modules["strideweave._testing"] = None  # type: ignore[assignment]
+
+
 def testing_extension():
-    """strideweave._testing, or a skip with the reason when it is absent."""
+    """strideweave._testing, or a skip with the reason when it is absent.
+    Every test that needs it goes through here (never a module-level import),
+    so the suite runs against a wheel without it."""
     return pytest.importorskip("strideweave._testing", reason=TESTING_ABSENT)
 
 

@@ -6,8 +6,7 @@ are given back."""
 import pytest
 
 import strideweave as sw
-from strideweave import _testing
-from conftest import F32, I32, canonical
+from conftest import F32, I32, canonical, testing_extension
 
 MESSAGE = "dtype must match"
 
@@ -51,6 +50,7 @@ def test_bulk_copies_refuse_int32_float32_pairs(src_dtype, dst_dtype):
 
 
 def test_metal_copy_refuses_a_dtype_mismatch():
+    _testing = testing_extension()
     ctl = _testing.install_fake_metal_runtime()
     try:
         src = sw.tensor([1, 2])

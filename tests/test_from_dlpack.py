@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+from conftest import testing_extension
 from _dlpack_support import (
     IS_COPIED,
     READ_ONLY,
@@ -448,7 +449,7 @@ class ExchangeProducer(Producer):
 
 @pytest.fixture
 def exchange():
-    from strideweave import _testing
+    _testing = testing_extension()
 
     def install(**kw):
         ExchangeProducer.__dlpack_c_exchange_api__ = _testing.dlpack_exchange_api(**kw)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, DstCPU, Gate, held_operation, run_python
+from conftest import WAIT, DstCPU, Gate, held_operation, run_python, testing_extension
 from _dlpack_support import DELETER_NOGIL, consume, deleted, producer_capsule
 
 
@@ -201,6 +201,7 @@ def imported():
     ids=["held", "reexported", "released-reexported", "in-a-cycle", "moved"],
 )
 def test_interpreter_exit_gives_it_back_exactly_once(body):
+    testing_extension()  # the child's prelude imports it
     r = run_python(EXIT_PRELUDE + body + "\nsys.stdout.flush()\n", flags=("-X", "dev"), timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("deleted\n") == 1, r.stdout
@@ -208,6 +209,7 @@ def test_interpreter_exit_gives_it_back_exactly_once(body):
 
 def test_exit_with_a_reexport_held_by_torch():
     pytest.importorskip("torch")
+    testing_extension()  # the child's prelude imports it
     r = run_python(EXIT_PRELUDE + "import torch\nt = imported()\nkeep = torch.from_dlpack(t)\n"
                    "t.carrier.release()\nassert keep.tolist() == [0.0, 1.0, 2.0]\nsys.stdout.flush()\n",
                    flags=("-X", "dev"), timeout=120)
