@@ -74,7 +74,8 @@ class Layout {
   // 0 <= ordinal < size().
   int64_t index_of_ordinal(int64_t ordinal) const;
   // True when some leaf of extent > 1 has stride 0 (a broadcast mode);
-  // extent-1 leaves never repeat an index, whatever their stride.
+  // extent-1 leaves never repeat an index, whatever their stride, and a
+  // zero-size layout (an extent-0 leaf) has none to repeat.
   bool has_stride_zero() const;
 
   // The compact layout of shape (see compact below); Python's
@@ -118,7 +119,8 @@ std::vector<LeafMode> compact(const std::vector<LeafMode>& leaves);
 Layout coalesce(const Layout& layout);
 std::vector<LeafMode> coalesce(const std::vector<LeafMode>& leaves);
 
-// True when some leaf of extent > 1 has stride 0 (a broadcast mode).
+// True when some leaf of extent > 1 has stride 0 (a broadcast mode), so
+// some index repeats; never for leaves with an extent 0 (no index at all).
 bool has_stride_zero(const std::vector<LeafMode>& leaves);
 // Product of the extents (1 for an empty list); not overflow checked (leaf
 // lists of a Layout fit int64).

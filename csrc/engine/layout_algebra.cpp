@@ -161,9 +161,12 @@ Layout zipped_divide(const Layout& layout, const std::vector<int64_t>& tiler) {
 }
 
 bool has_stride_zero(const std::vector<LeafMode>& leaves) {
-  for (const LeafMode& m : leaves)
-    if (m.stride == 0 && m.extent > 1) return true;
-  return false;
+  bool repeats = false;
+  for (const LeafMode& m : leaves) {
+    if (m.extent == 0) return false;  // no element: nothing repeats (and nothing is summed)
+    repeats = repeats || (m.stride == 0 && m.extent > 1);
+  }
+  return repeats;
 }
 
 int64_t size_of(const std::vector<LeafMode>& leaves) {

@@ -277,6 +277,7 @@ int Layout_setattro(PyObject*, PyObject* name, PyObject*) {
 }
 
 PyObject* Layout_reduce(PyObject* self, PyObject*) {
+  if (layout_of(self).size() == 0) return empty_layout_reduce(self);
   PyObject* shape = layout_shape(self);
   PyObject* stride = shape ? layout_stride(self) : nullptr;
   if (!stride) return nullptr;

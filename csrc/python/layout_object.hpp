@@ -57,6 +57,11 @@ int layout_is_injective(PyObject* layout);
 // layout_shape for error messages: never NULL (Py_None when building the
 // Shape failed; the pending exception is kept).
 PyObject* layout_shape_or_none(PyObject* layout);
+// pickle's reductions of a Layout / Shape with an extent-0 mode (a zero-size
+// tensor's, from DLPack), which Layout(Shape(...), ...) cannot rebuild
+// because a Shape refuses extent 0 (pickling.cpp: _core._empty_layout).
+PyObject* empty_layout_reduce(PyObject* layout);
+PyObject* empty_shape_reduce(PyObject* shape);
 // Parses a key as API.md section 2 describes into a scalar index.
 int layout_index_from_key(PyObject* layout, PyObject* key, int64_t* out_index);
 

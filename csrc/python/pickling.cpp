@@ -118,7 +118,26 @@ PyObject* mod_generic_from_values(PyObject*, PyObject* args) {
   return generic_new_of_class(reinterpret_cast<PyTypeObject*>(cls), values, dtype, mutable_ != 0);
 }
 
+// _empty_layout(shape, stride): the Layout of a zero-size tensor from its
+// pickled trees, the shape's given as a Stride (a Shape refuses extent 0).
+// Only layouts of size 0: every other one has a public constructor.
+PyObject* mod_empty_layout(PyObject*, PyObject* args) {
+  PyObject *shape, *stride;
+  if (!PyArg_ParseTuple(args, "O!O!:_empty_layout", &Stride_Type, &shape, &Stride_Type, &stride)) return nullptr;
+  sw::Layout l;
+  if (engine_call([&] { l = sw::Layout(tree_of(shape), tree_of(stride)); }) < 0) return nullptr;
+  if (l.size() != 0) {
+    PyErr_SetString(PyExc_ValueError, "_empty_layout() builds only layouts with an extent-0 mode (pickle's "
+                                      "reconstructor); use Layout(Shape(...), Stride(...))");
+    return nullptr;
+  }
+  return layout_from_engine(std::move(l));
+}
+
 PyMethodDef pickling_functions[] = {
+    {"_empty_layout", mod_empty_layout, METH_VARARGS,
+     "_empty_layout(shape, stride): the Layout of a zero-size tensor, its shape given as a Stride (pickle's "
+     "reconstructor)."},
     {"_cpu_from_bytes", mod_cpu_from_bytes, METH_VARARGS,
      "_cpu_from_bytes(cls, data, dtype, mutable): a fresh carrier of CPU class cls holding data (pickle's "
      "reconstructor)."},
@@ -128,6 +147,27 @@ PyMethodDef pickling_functions[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
+
+PyObject* empty_layout_reduce(PyObject* layout) {
+  const sw::Layout& l = layout_of(layout);
+  Ref shape = Ref::steal(stride_from_tree(l.shape()));
+  Ref stride = Ref::steal(shape ? stride_from_tree(l.stride()) : nullptr);
+  Ref f = Ref::steal(stride ? reconstructor("_empty_layout") : nullptr);
+  if (!f) return nullptr;
+  return Py_BuildValue("(O(OO))", f.get(), shape.get(), stride.get());
+}
+
+PyObject* empty_shape_reduce(PyObject* shape) {
+  // getattr(<a zero-size Layout of this shape>, "shape"); the shape's own
+  // tree serves as a congruent stride.
+  sw::Layout engine;
+  if (engine_call([&] { engine = sw::Layout(tree_of(shape), tree_of(shape)); }) < 0) return nullptr;
+  Ref l = Ref::steal(layout_from_engine(std::move(engine)));
+  Ref builtins = Ref::steal(l ? PyImport_ImportModule("builtins") : nullptr);
+  Ref getattr = Ref::steal(builtins ? PyObject_GetAttrString(builtins.get(), "getattr") : nullptr);
+  if (!getattr) return nullptr;
+  return Py_BuildValue("(O(Os))", getattr.get(), l.get(), "shape");
+}
 
 PyObject* carrier_reduce(PyObject* self, PyObject*) {
   const char* cls = type_name(self);

@@ -274,6 +274,7 @@ PyObject* Shape_get_size(PyObject* self, void*) {
 }
 
 PyObject* IntTree_reduce(PyObject* self, PyObject*) {
+  if (Py_TYPE(self) == &Shape_Type && tree_of(self).product() == 0) return empty_shape_reduce(self);
   PyObject* top = tree_to_py(tree_of(self));
   if (!top) return nullptr;
   return Py_BuildValue("(O(N))", reinterpret_cast<PyObject*>(Py_TYPE(self)), top);
