@@ -13,7 +13,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Operation, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-from conftest import f32, tensor as make, values as vals  # noqa: E402
+from support.builders import f32, tensor as make, values as vals
 
 
 def canonical(*extents):

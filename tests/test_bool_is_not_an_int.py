@@ -5,7 +5,7 @@ indices and timeouts already do (tests/test_hardening_hooks.py)."""
 import pytest
 
 import strideweave as sw
-from conftest import canonical
+from support.builders import canonical
 
 
 def cpu_tensor():

@@ -6,7 +6,7 @@ takes the native path too instead of recursing."""
 import pytest
 
 import strideweave as sw
-from conftest import F32, I32
+from support.builders import F32, I32
 
 BOOL = sw.DType.Bool
 

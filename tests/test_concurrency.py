@@ -8,7 +8,9 @@ import threading
 import pytest
 
 import strideweave as sw
-from conftest import F32, WAIT, Gate, SrcCPU, canonical, held_operation, layout, values
+from support.builders import F32, canonical, layout, values
+from support.carriers import SrcCPU
+from support.moves import WAIT, Gate, held_operation
 
 np = pytest.importorskip("numpy")
 

@@ -12,7 +12,7 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
-from conftest import run_python
+from support.process import run_python
 
 F32, I32 = DType.Float32, DType.Int32
 

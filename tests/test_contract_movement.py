@@ -6,8 +6,10 @@ import threading
 import pytest
 
 import strideweave as sw
-from conftest import F32, WAIT, ListCarrier, canonical, cpu_tensor, values
-from test_extension import RouteLog, define, fresh, list_storage, route, tensor_of
+from support.builders import F32, canonical, cpu_tensor, values
+from support.carriers import ListCarrier
+from support.moves import WAIT
+from support.extension import RouteLog, define, fresh, list_storage, route, tensor_of
 
 
 # ------------------------------------------------------------ validation: too small is validation

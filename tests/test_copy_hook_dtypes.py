@@ -7,7 +7,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import _testing
-from conftest import F32, I32, canonical
+from support.builders import F32, I32, canonical
 
 MESSAGE = "dtype must match"
 

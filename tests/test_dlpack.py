@@ -13,20 +13,11 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import (
-    READ_ONLY,
-    InfoCarrier,
-    TypedCarrier,
-    cpu_carrier,
-    cpu_tensor,
-    inspect,
-    kDLCPU,
-    kDLCUDA,
-    kDLFloat,
-    kDLInt,
+from support.dlpack import (
+    READ_ONLY, InfoCarrier, TypedCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA, kDLFloat, kDLInt,
     layout,
 )
-from conftest import ConstCarrier
+from support.carriers import ConstCarrier
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import InfoCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA
+from support.dlpack import InfoCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA
 
 
 def runtime_name(*parts):

@@ -9,16 +9,8 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import (
-    READ_ONLY,
-    DLManagedTensorVersioned,
-    DLPackVersion,
-    DLTensor,
-    InfoCarrier,
-    _api,
-    cpu_tensor,
-    inspect,
-    kDLCPU,
+from support.dlpack import (
+    READ_ONLY, DLManagedTensorVersioned, DLPackVersion, DLTensor, InfoCarrier, _api, cpu_tensor, inspect, kDLCPU,
     layout,
 )
 

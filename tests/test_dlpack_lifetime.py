@@ -13,16 +13,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import TESTS_DIR, run_python, values
-from _dlpack_support import (
-    DELETER_GIL,
-    DELETER_NOGIL,
-    consume,
-    cpu_carrier,
-    cpu_tensor,
-    inspect,
-    layout,
-)
+from support.builders import values
+from support.process import TESTS_DIR, run_python
+from support.dlpack import DELETER_GIL, DELETER_NOGIL, consume, cpu_carrier, cpu_tensor, inspect, layout
 
 
 def ones_like(t):
@@ -248,7 +241,7 @@ EXIT_SCRIPT = textwrap.dedent("""
     import gc, sys, threading
     import numpy as np
     import strideweave as sw
-    from _dlpack_support import cpu_tensor, consume
+    from support.dlpack import cpu_tensor, consume
 
     t = cpu_tensor([1.0, 2.0, 3.0])
     CAPS = [t.__dlpack__(), t.__dlpack__(max_version=(1, 0)), t.__dlpack__(max_version=(9, 9))]

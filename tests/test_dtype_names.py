@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import run_python
+from support.process import run_python
 
 F32, I32, B = sw.DType.Float32, sw.DType.Int32, sw.DType.Bool
 

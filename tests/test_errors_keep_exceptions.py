@@ -13,7 +13,8 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable
-from conftest import F32, I32, ramp_cpu, run_python
+from support.builders import F32, I32, ramp_cpu
+from support.process import run_python
 
 
 class TwoArgs(Exception):

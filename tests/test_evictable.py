@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import F32, I32, WAIT, DstCPU, Gate, SrcCPU, canonical, held_operation, slots, values
+from support.builders import F32, I32, canonical, slots, values
+from support.carriers import DstCPU, SrcCPU
+from support.moves import WAIT, Gate, held_operation
 
 
 def cpu(vals, dtype=F32, cls=sw.CPU):

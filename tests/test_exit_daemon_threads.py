@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from support.process import run_python
 
 RUNS = 20
 

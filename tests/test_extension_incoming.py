@@ -9,8 +9,11 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
-from test_extension import (F32, WAIT, HeldCompletion, RouteLog, define, fresh, list_storage, packed_storage,
-                            route, slots, tensor_of, values)
+from support.builders import F32, slots, values
+from support.extension import (
+    HeldCompletion, RouteLog, define, fresh, list_storage, packed_storage, route, tensor_of,
+)
+from support.moves import WAIT
 
 
 def canonical(n):

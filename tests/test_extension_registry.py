@@ -10,7 +10,7 @@ import weakref
 
 import strideweave as sw
 
-from test_extension import define, fresh, list_storage
+from support.extension import define, fresh, list_storage
 
 F32 = sw.DType.Float32
 

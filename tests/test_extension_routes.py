@@ -15,8 +15,11 @@ import pytest
 import strideweave as sw
 from strideweave.carriers import extension as ext
 from strideweave.carriers import move as move_api
-from test_extension import (F32, I32, WAIT, HeldCompletion, RouteLog, define, family, fresh, list_storage,
-                            packed_storage, route, slots, tensor_of, values)
+from support.builders import F32, I32, slots, values
+from support.extension import (
+    HeldCompletion, RouteLog, define, family, fresh, list_storage, packed_storage, route, tensor_of,
+)
+from support.moves import WAIT
 
 
 def canonical(n):

@@ -18,7 +18,10 @@ import time
 import pytest
 
 import strideweave as sw
-from conftest import F32, WAIT, Gate, SrcCPU, canonical, held_operation, run_python, slots, values
+from support.builders import F32, canonical, slots, values
+from support.carriers import SrcCPU
+from support.moves import WAIT, Gate, held_operation
+from support.process import run_python
 
 np = pytest.importorskip("numpy")
 

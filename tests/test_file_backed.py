@@ -7,16 +7,16 @@ import weakref
 
 import pytest
 
-import conftest
+from support import process
 
 from strideweave import DType, FileBacked, Generic
 
-from conftest import run_python as shared_run_python
+from support.process import run_python as shared_run_python
 
 
 def run_python(code, env_extra=None):
     # -P: the child's own folder never shadows the imported package.
-    return shared_run_python(code, flags=conftest.SAFE_PATH, env=env_extra)
+    return shared_run_python(code, flags=process.SAFE_PATH, env=env_extra)
 
 
 def grown(n, **kw):

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from conftest import child_env, run_python
+from support.process import child_env, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals and flock")
 

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-import conftest
+from support import process
 
 import strideweave
 from strideweave import DType, FileBacked
@@ -29,7 +29,7 @@ def run_python(code, tmpdir, timeout=120):
     if env.get("STRIDEWEAVE_BUILD"):
         env["STRIDEWEAVE_BUILD"] = os.path.abspath(env["STRIDEWEAVE_BUILD"])
     env["TMPDIR"] = str(tmpdir)
-    r = subprocess.run([sys.executable, *conftest.SAFE_PATH, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, *process.SAFE_PATH, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                        env=env, timeout=timeout)
     assert r.returncode == 0, r.stderr
     return r.stdout

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from support.process import run_python
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 

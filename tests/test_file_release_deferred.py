@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-import conftest
+from support import process
 
 import strideweave as sw
-from conftest import run_python as shared_run_python
+from support.process import run_python as shared_run_python
 
 F32 = sw.DType.Float32
 KIB = 1024
@@ -23,7 +23,7 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
 
 def run_python(code, env_extra=None):
-    return shared_run_python(code, flags=conftest.SAFE_PATH, env=env_extra)
+    return shared_run_python(code, flags=process.SAFE_PATH, env=env_extra)
 
 
 def file_of(nbytes):

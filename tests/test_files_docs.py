@@ -4,7 +4,7 @@ temporary directory (so the recipes leave nothing behind elsewhere)."""
 import pathlib
 import re
 
-from conftest import run_python
+from support.process import run_python
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "files.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(encoding="utf-8"), re.S | re.M)

@@ -10,16 +10,8 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import (
-    IS_COPIED,
-    READ_ONLY,
-    LegacyProducer,
-    Producer,
-    capsule_name,
-    cpu_tensor,
-    deleted,
-    inspect,
-    layout,
+from support.dlpack import (
+    IS_COPIED, READ_ONLY, LegacyProducer, Producer, capsule_name, cpu_tensor, deleted, inspect, layout,
     producer_capsule,
 )
 

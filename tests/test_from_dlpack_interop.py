@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import capsule_name
+from support.dlpack import capsule_name
 
 
 def leaves(t):

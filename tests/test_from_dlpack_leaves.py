@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import WAIT
+from support.moves import WAIT
 
 
 def test_an_import_moves_to_a_file_and_back():

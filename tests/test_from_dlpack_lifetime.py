@@ -5,7 +5,6 @@ exit), deferred to the last re-export when the carrier is released while
 re-exports are outstanding. Counted with strideweave._testing's producer,
 whose deleter frees the memory (so a premature call is a use after free
 under ASan) and counts."""
-import ctypes
 import gc
 import sys
 import threading
@@ -14,8 +13,10 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, DstCPU, Gate, held_operation, run_python
-from _dlpack_support import DELETER_NOGIL, consume, deleted, producer_capsule
+from support.carriers import DstCPU
+from support.moves import WAIT, Gate, held_operation
+from support.process import run_python
+from support.dlpack import DELETER_NOGIL, consume, deleted, producer_capsule
 
 
 def imported(values=(1.0, 2.0, 3.0)):

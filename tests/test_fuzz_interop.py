@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import strideweave as sw
-from _dlpack_support import READ_ONLY, InfoCarrier, inspect
-from conftest import ListCarrier
+from support.dlpack import READ_ONLY, InfoCarrier, inspect
+from support.carriers import ListCarrier
 
 np = pytest.importorskip("numpy")
 

@@ -9,7 +9,7 @@ import gc
 import pytest
 
 import strideweave as sw
-from conftest import run_python
+from support.process import run_python
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32

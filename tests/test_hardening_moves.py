@@ -168,7 +168,8 @@ def test_ownership_tokens_are_not_a_counter():
 
 
 def test_guessed_token_cannot_relinquish_a_pending_move():
-    from conftest import Gate, held_operation, SrcCPU
+    from support.carriers import SrcCPU
+    from support.moves import Gate, held_operation
     gate = Gate()
     Held = held_operation(gate)
     src = SrcCPU(2, dtype=F32)
@@ -333,7 +334,7 @@ def test_write_whose_conversion_claims_the_carrier_is_refused():
 # ------------------------------------------------------------ item 12
 
 def test_wait_on_failed_handle_keeps_the_original_traceback():
-    from conftest import SrcCPU
+    from support.carriers import SrcCPU
 
     class Failing(sw.ElementwiseMoveOperation):
         def _copy(self, tensor, destination, output, element_count):
@@ -371,7 +372,7 @@ def test_wait_on_failed_handle_keeps_the_original_traceback():
 
 def _route_family(prepare_hook, result):
     host, packed = type("HardHost", (sw.Carrier,), {}), type("HardPacked", (sw.Carrier,), {})
-    from test_extension import list_storage, packed_storage
+    from support.extension import list_storage, packed_storage
 
     def prepare(request):
         held = prepare_hook(request)  # only this closure keeps it

@@ -6,9 +6,10 @@ copy until synchronize(), logs each call and can fail or hold any step."""
 import pytest
 
 import strideweave as sw
-import conftest
 from strideweave.carriers import move as move_mod
-from conftest import F32, I32, WAIT, SrcCPU, canonical, cpu_tensor, layout, slots, values
+from support.builders import F32, I32, canonical, cpu_tensor, layout, slots, values
+from support.carriers import SrcCPU
+from support.moves import WAIT
 
 _core = sw._core
 OPS = {
@@ -16,17 +17,6 @@ OPS = {
     (sw.Metal, sw.CPU): "MetalToCpuMoveOperation",
     (sw.Metal, sw.Metal): "MetalToMetalMoveOperation",
 }
-
-
-@pytest.fixture
-def fake():
-    _testing = conftest.testing_extension()
-    ctl = _testing.install_fake_metal_runtime()
-    try:
-        yield ctl
-    finally:
-        ctl.hold_synchronize(False)
-        _testing.remove_metal_runtime()
 
 
 class SubMetal(sw.Metal):

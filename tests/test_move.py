@@ -4,8 +4,9 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.move as cm
-from conftest import (F32, I32, WAIT, DstCPU, ReleasingListCarrier, SrcCPU, canonical, cpu_tensor, layout, slots,
-                           values)
+from support.builders import F32, I32, canonical, cpu_tensor, layout, slots, values
+from support.carriers import DstCPU, ReleasingListCarrier, SrcCPU
+from support.moves import WAIT
 
 
 # ------------------------------------------------------------ import paths

@@ -10,7 +10,10 @@ import weakref
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation, run_python, values
+from support.builders import canonical, cpu_tensor, values
+from support.carriers import SrcCPU
+from support.moves import WAIT, Gate, held_operation
+from support.process import run_python
 
 
 def src_tensor(vals=(1.0, 2.0, 3.0)):

@@ -3,7 +3,8 @@ across the carrier boundary"; API.md 8)."""
 import pytest
 
 import strideweave as sw
-from conftest import F32, I32, WAIT, canonical, cpu_tensor, layout, values
+from support.builders import F32, I32, canonical, cpu_tensor, layout, values
+from support.moves import WAIT
 
 
 def file_tensor(vals, lay=None):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, cpu_tensor, layout
+from support.builders import cpu_tensor, layout
+from support.moves import WAIT
 
 F32 = sw.DType.Float32
 

@@ -5,8 +5,8 @@ that no_grad() moves without one."""
 import pytest
 
 import strideweave as sw
-from conftest import F32, I32, cpu_tensor, slots, values
-from test_extension import family, tensor_of
+from support.builders import F32, I32, cpu_tensor, slots, values
+from support.extension import family, tensor_of
 
 # ------------------------------------------------------------ dtype mismatch
 

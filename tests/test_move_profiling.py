@@ -6,7 +6,9 @@ import threading
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
+from support.builders import canonical, cpu_tensor
+from support.carriers import SrcCPU
+from support.moves import WAIT, Gate, held_operation
 
 
 def move_events(p):

@@ -5,7 +5,8 @@ import pytest
 import strideweave as sw
 from strideweave.carriers.move import (dispatch_move, register_move_operation,
                                        registered_move_operation, unregister_move_operation)
-from conftest import DstCPU, SrcCPU, canonical, cpu_tensor, values
+from support.builders import canonical, cpu_tensor, values
+from support.carriers import DstCPU, SrcCPU
 
 
 class OpA(sw.MoveOperation):

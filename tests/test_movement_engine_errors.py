@@ -9,7 +9,10 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.move import register_move_operation, registered_move_operation, unregister_move_operation
-from conftest import F32, DstCPU, Gate, SrcCPU, cpu_tensor, held_operation, run_python, values
+from support.builders import F32, cpu_tensor, values
+from support.carriers import DstCPU, SrcCPU
+from support.moves import Gate, held_operation
+from support.process import run_python
 
 
 class OpA(sw.MoveOperation):

@@ -11,7 +11,8 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-from conftest import ConstCarrier, f32, tensor as make, values as vals  # noqa: E402
+from support.builders import f32, tensor as make, values as vals
+from support.carriers import ConstCarrier
 
 
 GAPPED = Layout(Shape([2, [3, 2]]), Stride([1, [4, 13]]))          # 12 values, cosize 23

@@ -8,9 +8,9 @@ import re
 import pytest
 
 import strideweave as sw
-from strideweave import CPU, DType, Layout, Operation, Shape, Stride, Tensor
+from strideweave import DType, Layout, Operation, Shape, Stride
 
-from conftest import tensor as make
+from support.builders import tensor as make
 
 
 def test_host_kernel_overflow_names_the_operation():

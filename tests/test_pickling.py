@@ -10,7 +10,9 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
-from conftest import ListCarrier, tiled_ramp, two_plane_tensor
+from support.builders import two_plane_tensor
+from support.carriers import ListCarrier
+from support.tiled import tiled_ramp
 
 PROTOCOLS = range(2, pickle.HIGHEST_PROTOCOL + 1)
 

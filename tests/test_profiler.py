@@ -9,7 +9,9 @@ import threading
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, Gate, SrcCPU, canonical, cpu_tensor, held_operation
+from support.builders import canonical, cpu_tensor
+from support.carriers import SrcCPU
+from support.moves import WAIT, Gate, held_operation
 
 FIELDS = ["id", "parent_id", "name", "carrier_type", "implementation_type", "input_shapes",
           "start_time_ns", "duration_ns", "self_time_ns", "thread_id", "succeeded"]
@@ -328,7 +330,8 @@ def test_chrome_trace_is_valid_trace_event_json(tmp_path):
 def test_chrome_trace_of_an_inline_completion_keeps_slices_nested(tmp_path):
     """An extension route whose submit() returns None completes on the
     submitting thread, overlapping move.submit's end."""
-    from test_extension import F32, family, tensor_of
+    from support.builders import F32
+    from support.extension import family, tensor_of
 
     Host, Packed, _, _ = family(result=lambda r: None)
     with sw.no_grad(), sw.profile() as p:

@@ -10,10 +10,10 @@ import pytest
 
 import strideweave as sw
 
-from strideweave import CPU, DType, FileBacked, Generic, Layout, Shape, Stride, Tensor, CompoundDType
+from strideweave import CPU, DType, Layout, Shape, Stride, Tensor, CompoundDType
 from strideweave.core import Subtensor, TensorRepresentation
 
-from conftest import run_python
+from support.process import run_python
 
 # The folder holding the strideweave package this process imported (the source
 # tree with STRIDEWEAVE_BUILD, site-packages for an installed wheel): snippets

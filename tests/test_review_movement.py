@@ -2,8 +2,7 @@
 await, operation, autograd and profiler bindings. Crashes run in a
 subprocess (python -X dev) with a timeout; threads synchronise on events,
 every wait bounded."""
-import conftest
-from conftest import run_python as shared_run_python
+from support.process import run_python as shared_run_python
 
 
 def run_python(code, timeout=60):
@@ -83,17 +82,6 @@ import strideweave as sw  # noqa: E402
 
 F32 = sw.DType.Float32
 WAIT = 10.0
-
-
-@pytest.fixture
-def fake():
-    _testing = conftest.testing_extension()
-    ctl = _testing.install_fake_metal_runtime()
-    try:
-        yield ctl
-    finally:
-        ctl.hold_synchronize(False)
-        _testing.remove_metal_runtime()
 
 
 class ReviewMetal(sw.Metal):

@@ -5,20 +5,9 @@ import struct
 import pytest
 
 import strideweave as sw
-import conftest
 from strideweave import DType
 
 F32, I32 = DType.Float32, DType.Int32
-
-
-@pytest.fixture
-def fake():
-    _testing = conftest.testing_extension()
-    ctl = _testing.install_fake_metal_runtime()
-    try:
-        yield ctl
-    finally:
-        _testing.remove_metal_runtime()
 
 
 def f32(x):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from _dlpack_support import READ_ONLY, cpu_tensor, inspect, kDLCPU
+from support.dlpack import READ_ONLY, cpu_tensor, inspect, kDLCPU
 
 F32 = sw.DType.Float32
 LAY2 = sw.Layout.canonical(sw.Shape(2))

@@ -6,7 +6,9 @@ import typing
 import pytest
 
 import strideweave as sw
-from conftest import F32, I32, WAIT, DstCPU, SrcCPU, canonical, cpu_tensor, layout, slots, values
+from support.builders import F32, I32, canonical, cpu_tensor, layout, slots, values
+from support.carriers import DstCPU, SrcCPU
+from support.moves import WAIT
 
 
 def _state(c):

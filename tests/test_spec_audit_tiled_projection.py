@@ -8,7 +8,9 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import (AwaitProjection, AwaitResidency, TiledEvictable, TileSelection,
                                                    TileSet, TileState)
-from conftest import FailingOp, FailPrimary, FailSecondary, ramp_cpu, pending, tiles_layout
+from support.builders import ramp_cpu
+from support.carriers import FailingOp, FailPrimary, FailSecondary
+from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
 

@@ -11,7 +11,9 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import (ResidencyPlan, TiledEvictable, TileSelection, TileSet,
                                                    TileState)
-from conftest import FailingOp, ramp_cpu, pending
+from support.builders import ramp_cpu
+from support.carriers import FailingOp
+from support.tiled import pending
 
 F32 = sw.DType.Float32
 

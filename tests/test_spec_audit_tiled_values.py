@@ -5,7 +5,7 @@ ResidencyPolicy construction rule."""
 import pytest
 
 import strideweave as sw
-from conftest import pending
+from support.tiled import pending
 from strideweave.carriers.tiled_evictable import (ResidencyPlan, ResidencyPolicy, TiledEvictable, TileSelection,
                                                    TileSet, TileState)
 

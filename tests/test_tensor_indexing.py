@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import two_plane_tensor
+from support.builders import two_plane_tensor
 
 
 def rowmajor(shape, dtype=np.float32):

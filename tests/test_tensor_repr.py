@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 import strideweave as sw
-from conftest import tiled_ramp
+from support.tiled import tiled_ramp
 
 
 def test_values_dtype_carrier_and_layout():
@@ -71,7 +71,7 @@ def test_a_tiled_evictable_tensor_keeps_its_residency():
 
 
 def test_hooked_carriers_are_not_read():
-    from conftest import ListCarrier
+    from support.carriers import ListCarrier
 
     class Counting(ListCarrier):
         reads = 0
@@ -86,6 +86,6 @@ def test_hooked_carriers_are_not_read():
 
 
 def test_multi_subtensor_repr():
-    from conftest import two_plane_tensor
+    from support.builders import two_plane_tensor
 
     assert repr(two_plane_tensor()).startswith("Tensor(<multi-subtensor Planar()>")

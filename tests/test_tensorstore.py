@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-import conftest
+from support import process
 import strideweave as sw
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
@@ -324,7 +324,7 @@ def test_open_tensor_moves_back_into_the_nd_array(tmp_path):
 def run_python(code):
     """The child also sees this process's whole sys.path: tensorstore and
     moto may live outside the default site-packages (a test venv)."""
-    return conftest.run_python(code, pythonpath=[conftest.PACKAGE_ROOT] + [p for p in sys.path if p])
+    return process.run_python(code, pythonpath=[process.PACKAGE_ROOT] + [p for p in sys.path if p])
 
 
 def test_without_tensorstore_the_module_names_the_extra():

@@ -3,13 +3,12 @@ mode), started by the test on the loopback interface only: create, move in,
 reopen from a fresh process, move out, compare; store errors surface as the
 move's recorded exception and leave the source live."""
 import json
-import os
-import socket
 import sys
 
 import pytest
 
-import conftest
+from support import process
+from support.s3 import spec
 import strideweave as sw
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
@@ -18,49 +17,7 @@ boto3 = pytest.importorskip("boto3")
 
 from strideweave.carriers.tensorstore import TensorStoreCarrier, open_tensor  # noqa: E402
 
-HOST = "127.0.0.1"  # never any other address
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "strideweave-test",
-    "AWS_SECRET_ACCESS_KEY": "strideweave-test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata lookups
-}
 WAIT = 60.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    from moto.server import ThreadedMotoServer
-
-    saved = {k: os.environ.get(k) for k in CREDENTIALS}
-    os.environ.update(CREDENTIALS)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
-    server.start()
-    endpoint = f"http://{HOST}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    try:
-        yield endpoint, client
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def spec(endpoint, bucket, path):
-    return {"driver": "zarr3",
-            "kvstore": {"driver": "s3", "bucket": bucket, "path": path, "endpoint": endpoint,
-                        "aws_region": "us-east-1"}}
 
 
 def cpu_of(vals):
@@ -77,7 +34,7 @@ def slots(c):
 def run_python(code):
     """The child also sees this process's whole sys.path: tensorstore and
     moto may live outside the default site-packages (a test venv)."""
-    return conftest.run_python(code, pythonpath=[conftest.PACKAGE_ROOT] + [p for p in sys.path if p])
+    return process.run_python(code, pythonpath=[process.PACKAGE_ROOT] + [p for p in sys.path if p])
 
 
 def test_s3_end_to_end_across_processes(s3):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import conftest
+from support import process
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install strideweave[tensorstore])")
 pytest.importorskip("moto.server", reason="moto[server] provides the loopback S3 server")
@@ -92,7 +92,7 @@ print(json.dumps(out), flush=True)
 
 
 def test_a_move_to_a_dying_s3_server_fails_quickly_and_gives_the_source_back():
-    r = conftest.run_python(SCENARIO, pythonpath=[conftest.PACKAGE_ROOT] + [p for p in sys.path if p], timeout=300)
+    r = process.run_python(SCENARIO, pythonpath=[process.PACKAGE_ROOT] + [p for p in sys.path if p], timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["pending_at_kill"]

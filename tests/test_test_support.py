@@ -5,7 +5,9 @@ import json
 
 import strideweave as sw
 
-from conftest import FILL, F32, ListCarrier, ReleasingListCarrier, layout, run_python, slots, tensor, values
+from support.builders import FILL, F32, layout, slots, tensor, values
+from support.carriers import ListCarrier, ReleasingListCarrier
+from support.process import run_python
 
 
 def test_logical_placement_fills_every_unaddressed_slot():

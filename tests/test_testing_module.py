@@ -2,19 +2,19 @@
 never in _core (as NumPy builds _multiarray_tests): _core carries only a
 private capsule through which _testing installs its fake Metal runtime."""
 import pathlib
-import sys
 
 import pytest
 
-import conftest
+from support import doubles
+from support import process
 import strideweave as sw
 
-_testing = conftest.testing_extension()  # the whole file is about it
+_testing = doubles.testing_extension()  # the whole file is about it
 
 
 def run_python(code):
     """-P: the child must not see the tests folder (the checkout) first."""
-    r = conftest.run_python(code, flags=conftest.SAFE_PATH)
+    r = process.run_python(code, flags=process.SAFE_PATH)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

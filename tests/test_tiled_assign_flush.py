@@ -4,13 +4,13 @@ one version bump, the validation and claim rules of project), flush()
 writes dirty tiles to the secondary and leaves them clean, and the
 read-only tile-set properties primary_tiles / secondary_tiles / valid_tiles
 / dirty_tiles."""
-import threading
 
 import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import WAIT, Gate, held_operation, pending, tiles_layout
+from support.moves import WAIT, Gate, held_operation
+from support.tiled import pending, tiles_layout
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import AwaitResidency, TiledEvictable, TileSelection, TileSet, TileState
 
@@ -286,7 +286,7 @@ def test_flush_refusals(arg, err, fragment):
 
 
 def test_a_failed_flush_keeps_the_tiles_dirty():
-    from conftest import FailingOp, FailSecondary
+    from support.carriers import FailingOp, FailSecondary
 
     register_move_operation(sw.CPU, FailSecondary, FailingOp)
     try:

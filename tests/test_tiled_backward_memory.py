@@ -14,7 +14,7 @@ Run as a script for the report's table (peaks in MB, best-of-5 times in s):
 import json
 import sys
 
-from conftest import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 
 BACKWARD_CHILD = HWM_CHILD_PRELUDE + r"""
 

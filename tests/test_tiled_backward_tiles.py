@@ -16,7 +16,8 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import FailSecondary, dense_only, dense_spy
+from support.carriers import FailSecondary
+from support.tiled import dense_only, dense_spy
 
 F32 = sw.DType.Float32
 GRID, TILE = (4, 3), (8, 4)  # 12 tiles of 32 slots

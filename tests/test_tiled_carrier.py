@@ -3,7 +3,7 @@ reads and writes, release, DLPack refusal and public-move refusal."""
 import pytest
 
 import strideweave as sw
-from conftest import pending
+from support.tiled import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
 
 F32 = sw.DType.Float32

@@ -5,7 +5,7 @@ import random
 import threading
 
 import strideweave as sw
-from conftest import pending
+from support.tiled import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32

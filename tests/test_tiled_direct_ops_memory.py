@@ -21,7 +21,8 @@ import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSet
 
-from conftest import HWM_CHILD_PRELUDE, FailSecondary, dense_spy, hwm_only, run_hwm_child
+from support.carriers import FailSecondary
+from support.tiled import HWM_CHILD_PRELUDE, dense_spy, hwm_only, run_hwm_child
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32

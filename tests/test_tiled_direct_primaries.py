@@ -12,7 +12,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
-from conftest import dense_only, dense_spy  # noqa: E402
+from support.tiled import dense_only, dense_spy
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 GRID, TILE = (4, 3), (8, 4)

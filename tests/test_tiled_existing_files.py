@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32

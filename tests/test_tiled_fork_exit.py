@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import child_env, run_python
+from support.process import child_env, run_python
 
 # A tiled request whose tile transfer never ends: its carriers' exact-pair
 # route blocks.

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection
-from conftest import pending, tiles_layout
+from support.tiled import pending, tiles_layout
 
 
 def lay(shape, stride):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from conftest import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child, tiles_layout
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child, tiles_layout
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32

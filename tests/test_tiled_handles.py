@@ -15,7 +15,8 @@ from strideweave.carriers.tiled_evictable import (AwaitProjection, AwaitResidenc
                                                    TileSet)
 
 F32 = sw.DType.Float32
-from conftest import FailingOp, FailPrimary, FailSecondary, ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
+from support.carriers import FailingOp, FailPrimary, FailSecondary
+from support.tiled import tiled_ramp as tiled
 
 
 # ------------------------------------------------------------------ the hooks
@@ -180,7 +181,7 @@ def test_a_pending_handle_is_not_a_tensor_operand():
 def test_a_native_tile_read_failing_fails_the_handle_and_commits_nothing():
     import os
 
-    from conftest import tiled_on_file
+    from support.tiled import tiled_on_file
 
     te, w = tiled_on_file()
     size = os.path.getsize(te.secondary.path)
@@ -204,7 +205,7 @@ def test_workers_and_waiters_never_run_a_transfer_twice():
     # rest; every tile transfer completes exactly once (one move.complete).
     import numpy as np
 
-    from conftest import tiled_on_file
+    from support.tiled import tiled_on_file
 
     te, w = tiled_on_file(8, 64)
     rng = np.random.default_rng(0)

@@ -9,7 +9,8 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
-from conftest import pending, run_python, tiles_layout
+from support.process import run_python
+from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
 

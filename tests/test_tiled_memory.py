@@ -18,7 +18,9 @@ _POOL_TILES = 2  # freed tile buffers a TiledEvictable keeps for promotions (doc
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
-from conftest import FailingOp, FailPrimary, FailSecondary, run_python, tiled_on_file
+from support.carriers import FailingOp, FailPrimary, FailSecondary
+from support.process import run_python
+from support.tiled import tiled_on_file
 
 F32 = sw.DType.Float32
 

@@ -11,7 +11,8 @@ from strideweave.carriers.move import register_move_operation, unregister_move_o
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 F32 = sw.DType.Float32
-from conftest import FailingOp, FailPrimary, FailSecondary, ramp_cpu as filled, tiled_ramp as tiled  # noqa: E402
+from support.carriers import FailingOp, FailPrimary, FailSecondary
+from support.tiled import tiled_ramp as tiled
 
 
 def pairs(p):

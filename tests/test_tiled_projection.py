@@ -3,7 +3,7 @@ destination validation, the visible gather / scatter autograd nodes."""
 import pytest
 
 import strideweave as sw
-from conftest import pending, tiles_layout
+from support.tiled import pending, tiles_layout
 from strideweave.carriers.tiled_evictable import (AwaitProjection, TiledEvictable, TileSelection, TileSet,
                                                    TileState)
 

@@ -12,7 +12,8 @@ from strideweave.carriers.tiled_evictable import (ResidencyPlan, TiledEvictable,
                                                    TileState)
 
 F32 = sw.DType.Float32
-from conftest import pending, ramp_cpu as filled  # noqa: E402
+from support.builders import ramp_cpu as filled
+from support.tiled import pending
 
 
 class GatePrimary(sw.Generic):

@@ -3,9 +3,9 @@ costs no memory per tile (a 2^31-tile grid with empty tiers), one request
 over 65,536 tiles completes (residency work is linear in the tiles it
 touches), and tiles of one slot per mode compute like any other. The
 scenarios that used to crash or run out of memory run in a subprocess."""
-import pytest
 
-from conftest import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child, run_python
+from support.process import run_python
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 
 HUGE_GRID = HWM_CHILD_PRELUDE + r"""
 from strideweave.carriers.tiled_evictable import TileSelection

@@ -11,7 +11,7 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.extension as ext
-from conftest import tiles_layout
+from support.tiled import tiles_layout
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
@@ -169,7 +169,7 @@ def test_a_definition_with_the_elementwise_fallback_serves_as_a_tier():
 
 
 def test_a_primary_without_allocate_like_is_refused_at_construction():
-    from conftest import ListCarrier
+    from support.carriers import ListCarrier
 
     p = ListCarrier([0.0] * 8)
     with pytest.raises(TypeError, match=r"primary ListCarrier carrier cannot serve as a tier: it has no allocate_like"):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import conftest
+from support import process
 import strideweave as sw
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
@@ -19,7 +19,7 @@ pytest.importorskip("boto3")
 
 from strideweave.carriers.tensorstore import TensorStoreCarrier  # noqa: E402
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet  # noqa: E402
-from test_tensorstore_s3 import CREDENTIALS, WAIT, s3, spec  # noqa: E402,F401  (the loopback server fixture)
+from support.s3 import CREDENTIALS, spec
 
 TILES, TILE, READERS = 8, 16, 3
 READ = [0, 1, 2, 3]      # the tiles the readers project
@@ -84,7 +84,7 @@ def test_readers_in_several_processes_see_a_writers_flushed_tiles(s3, tmp_path):
     te.flush().wait()
     full = sw.Tensor(te, 0, te.canonical_layout())
 
-    env = conftest.child_env(CREDENTIALS, pythonpath=[p for p in sys.path if p])
+    env = process.child_env(CREDENTIALS, pythonpath=[p for p in sys.path if p])
     readers = [subprocess.Popen([sys.executable, "-c", READER, json.dumps(sp)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for _ in range(READERS)]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import run_mypy_strict
+from support.typecheck import run_mypy_strict
 
 pytest.importorskip("mypy.api")
 

@@ -1,5 +1,7 @@
-"""Shared helpers of the DLPack tests: ctypes views of the DLPack 1.0 structs,
-capsule access through the C API, and small tensor/carrier builders."""
+"""The DLPack tests' helpers: ctypes views of the DLPack 1.0 structs,
+capsule access through the C API, producers of capsules, and small
+tensor/carrier builders. Subprocess scripts import it too (``from
+support.dlpack import ...`` with tests/ on their PYTHONPATH)."""
 import ctypes
 
 import strideweave as sw
