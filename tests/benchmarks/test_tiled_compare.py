@@ -1,12 +1,12 @@
 """Smoke test of benchmarks/tiled_compare.py (the compare.py --only-tiled
 rows and asv bench_tiled.py) at a tiny size, so the benchmark code stays
 runnable; the real sizes run only from the benchmark entry points."""
-import pathlib
 import sys
 
 import pytest
+from support.process import REPO
 
-BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = REPO / "benchmarks"
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import textwrap
 import pytest
 
 import strideweave as sw
+from support.process import REPO as ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent
 
 # Shared by every snippet: memory figures from /proc and a CPU tensor.

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import strideweave as sw
+from support.process import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_PKG = os.path.join(REPO, "strideweave")
 
 

@@ -13,6 +13,7 @@ import os
 import sys
 
 import pytest
+from support.process import REPO
 
 pytest.importorskip("numpy")
 if not sys.platform.startswith("linux"):
@@ -21,7 +22,7 @@ if os.environ.get("STRIDEWEAVE_SANITIZED"):
     pytest.skip("RSS bounds do not apply under ASan (quarantine, shadow memory)", allow_module_level=True)
 
 MIB = 1024 * 1024
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+SCRIPT = os.path.join(str(REPO), "benchmarks",
                       "memory_roundtrip.py")
 
 

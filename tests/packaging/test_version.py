@@ -1,14 +1,14 @@
 """The version is written once, in meson.build's project(); the package and
 its installed metadata both report it."""
-import pathlib
 import re
 from importlib import metadata
 
 import pytest
 
 import strideweave as sw
+from support.process import REPO
 
-MESON_BUILD = pathlib.Path(__file__).resolve().parents[1] / "meson.build"
+MESON_BUILD = REPO / "meson.build"
 
 
 def project_version():

@@ -2,12 +2,12 @@
 extension (strideweave/_core.pyi) gives every re-exporting submodule real
 types, not Any. Each assignment below is wrong on purpose; an Any-typed name
 would be accepted silently, so the test counts mypy's errors."""
-import pathlib
 import re
 
 import pytest
 
 from support.typecheck import run_mypy_strict
+from support.process import REPO
 
 api = pytest.importorskip("mypy.api")
 
@@ -50,7 +50,7 @@ def test_stubtest_config_is_strict():
     from mypy.main import define_options
     from mypy.options import Options
 
-    ini = pathlib.Path(__file__).resolve().parent.parent / "tools" / "stubtest" / "mypy.ini"
+    ini = REPO / "tools" / "stubtest" / "mypy.ini"
     options = Options()
     out, err = io.StringIO(), io.StringIO()
     parse_config_file(options, lambda: None, str(ini), out, err)  # as mypy.stubtest does

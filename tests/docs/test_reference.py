@@ -12,8 +12,8 @@ import types
 import pytest
 
 import strideweave as sw
+from support.process import REPO as ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference.md"
 DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SUBMODULES = ["carriers/move.py", "carriers/extension.py", "carriers/tiled_evictable.py", "carriers/tensorstore.py"]

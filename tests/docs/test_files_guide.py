@@ -1,12 +1,11 @@
 """Every ```python block of docs/files.md runs as written: in order, in one
 fresh interpreter, from a scratch working directory that is also its
 temporary directory (so the recipes leave nothing behind elsewhere)."""
-import pathlib
 import re
 
-from support.process import run_python
+from support.process import REPO, run_python
 
-DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "files.md"
+DOC = REPO / "docs" / "files.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(encoding="utf-8"), re.S | re.M)
 
 

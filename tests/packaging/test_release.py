@@ -2,7 +2,6 @@
 without the test-only extension, the cibuildwheel matrix and its workflow,
 and the test command every built wheel runs (tools/test_installed.sh)."""
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -10,13 +9,13 @@ import sys
 import pytest
 
 import strideweave as sw
+from support.process import REPO as ROOT
 
 try:
     import tomllib
 except ImportError:  # Python 3.10
     tomllib = None
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 needs_tomllib = pytest.mark.skipif(tomllib is None, reason="tomllib is Python 3.11+")
 
 

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import strideweave
+from support.process import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 

@@ -1,10 +1,9 @@
 """Every source file of the package is installed: the wheel is built from the
 lists in strideweave/meson.build, and a module missing there imports from a
 source checkout but not from the installed package."""
-import pathlib
 import re
+from support.process import REPO as ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "strideweave"
 
 

@@ -3,12 +3,12 @@ example end to end, the row-major geometry with assign/flush, experts in an
 existing .npy and safetensors file, the TensorStore secondary, the
 profiling example); each block is self-contained and asserts its own
 results."""
-import pathlib
 import re
 
 import pytest
+from support.process import REPO
 
-DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "tiled_evictable.md"
+DOC = REPO / "docs" / "tiled_evictable.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)
 
 
