@@ -5,6 +5,8 @@ import pytest
 import strideweave as sw
 from support.tiled import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
+from support.builders import ramp_cpu
+from support.tiled import tiles_layout
 
 F32 = sw.DType.Float32
 
@@ -320,3 +322,92 @@ def test_init_twice_is_refused_without_touching_the_tiers():
         te.__init__(p, sw.CPU(0), (2, 3), (2, 1))
     assert not p.is_owned()
     assert te.tile_state((0, 0)).location == "primary"
+
+
+# ------------------------------------------------------------ refusals: operations, public moves and DLPack; tier classes' own routes
+
+
+def full(te):
+    return sw.Tensor(te, 0, te.canonical_layout())
+
+
+def ramp_tiled(n_tiles=4, tile=2):
+    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
+    return te, full(te)
+
+
+def test_broadcast_to_refuses_a_raw_tiled_tensor():
+    te, t = ramp_tiled()
+    with pytest.raises(TypeError, match="TiledEvictable"):
+        sw.broadcast_to(t, sw.Shape([[2, 4]]))
+    # a projected tensor is ordinary: it broadcasts
+    r = te.project(t, TileSelection([[1]])).wait()
+    assert sw.broadcast_to(r, r.layout.shape).carrier is r.carrier
+
+
+@pytest.mark.parametrize("make", [lambda te, t: te.project(t, TileSelection([[0]])),
+                                  lambda te, t: te.promote_async(TileSet([(0,)])),
+                                  lambda te, t: te.scatter(te.project(t, TileSelection([[0]])).wait(), t,
+                                                           TileSelection([[0]]))])
+def test_handles_are_not_operands_of_any_operation(make):
+    te, t = ramp_tiled()
+    h = make(te, t)
+    for op in (lambda: sw.add(h, t), lambda: sw.mul(h, 2.0), lambda: sw.mul(2.0, h), lambda: sw.relu(h),
+               lambda: sw.reduce_sum(h), lambda: sw.broadcast_to(h, sw.Shape([2]))):
+        with pytest.raises(TypeError):
+            op()
+    h.wait()
+
+
+@pytest.mark.parametrize("call", [sw.move, sw.move_async])
+def test_public_moves_out_of_and_into_a_tiled_evictable_name_both_classes(call):
+    te, t = ramp_tiled()
+    with pytest.raises(NotImplementedError) as e:
+        call(t, sw.CPU(8))
+    assert "TiledEvictable" in str(e.value) and "CPU" in str(e.value)
+    dest = TiledEvictable(sw.CPU(0), sw.CPU(0), (4,), (2,))
+    src = sw.Tensor(ramp_cpu(8), 0, te.canonical_layout())
+    with pytest.raises(NotImplementedError) as e:
+        call(src, dest)
+    assert "TiledEvictable" in str(e.value) and "CPU" in str(e.value)
+    assert not dest.is_owned() and pending(te) == 0 and pending(dest) == 0
+    assert dest.tile_state((0,)) == TileState("implicit", True, False)
+
+
+def test_dlpack_refusal_on_every_residency():
+    te, t = ramp_tiled()
+    te.evict(TileSet([(0,)]))
+    for tensor in (t, sw.Tensor(TiledEvictable(sw.CPU(0), sw.CPU(0), (1,), (2,)), 0,
+                                tiles_layout((1,), (2,)))):
+        with pytest.raises(BufferError, match="not supported") as e:
+            tensor.__dlpack__()
+        assert "TiledEvictable" in str(e.value)
+        # The way out it suggests is one that works: project() into CPU,
+        # not a public move (refused for TiledEvictable).
+        assert "project()" in str(e.value) and "CPU" in str(e.value) and "refused" in str(e.value)
+        with pytest.raises(BufferError, match="TiledEvictable"):
+            tensor.__dlpack_device__()
+
+
+def test_composition_leaves_the_tier_classes_legacy_routes_alone():
+    te = TiledEvictable(ramp_cpu(4), sw.FileBacked(dtype=F32), (2,), (2,))
+    te.evict(TileSet([(0,), (1,)]))
+    te.promote(TileSet([(1,)]))
+    assert sw.dispatch_move(sw.CPU, sw.FileBacked) is sw.CpuToFileBackedMoveOperation
+    assert sw.dispatch_move(sw.FileBacked, sw.CPU) is sw.FileBackedToCpuMoveOperation
+    moved = sw.move(sw.Tensor(ramp_cpu(3), 0, sw.Layout(sw.Shape([3]), sw.Stride([1]))), sw.FileBacked(dtype=F32))
+    assert type(moved.carrier) is sw.FileBacked and values(moved) == [0.0, 1.0, 2.0]
+    for src, dst in ((TiledEvictable, sw.CPU), (sw.CPU, TiledEvictable)):
+        with pytest.raises(RuntimeError, match="TransferRoute"):
+            sw.register_move_operation(src, dst, sw.ElementwiseMoveOperation)
+
+
+def test_both_tiers_non_empty_start_primary_resident_and_dirty():
+    sec = sw.CPU(4)
+    for i in range(4):
+        sec[i] = -1.0
+    te = TiledEvictable(ramp_cpu(4), sec, (2,), (2,))
+    assert [te.tile_state((k,)) for k in range(2)] == [TileState("primary", True, True)] * 2
+    assert values(full(te)) == [0.0, 1.0, 2.0, 3.0]
+    te.evict(TileSet([(0,), (1,)]))   # dirty: the primary's values overwrite the secondary's
+    assert [sec[i] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]

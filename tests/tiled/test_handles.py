@@ -17,6 +17,7 @@ from strideweave.carriers.tiled_evictable import (AwaitProjection, AwaitResidenc
 F32 = sw.DType.Float32
 from support.carriers import FailingOp, FailPrimary, FailSecondary
 from support.tiled import tiled_ramp as tiled
+from support.builders import ramp_cpu
 
 
 # ------------------------------------------------------------------ the hooks
@@ -230,3 +231,27 @@ def test_workers_and_waiters_never_run_a_transfer_twice():
     completes = [e for e in p.events() if e.name == "move.complete"]
     assert len(completes) == 3 * len(handles) and all(e.succeeded for e in completes)
     te.release()
+
+
+def full(te):
+    return sw.Tensor(te, 0, te.canonical_layout())
+
+
+def ramp_tiled(n_tiles=4, tile=2):
+    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
+    return te, full(te)
+
+
+def test_await_kinds_share_the_completion_base_and_are_read_only():
+    te, t = ramp_tiled()
+    for make in (lambda: te.evict_async(TileSet([(1,)])), lambda: te.project(t, TileSelection([[1]]))):
+        h = make()
+        assert isinstance(h, sw.AwaitResult)
+        assert not hasattr(h, "__await__") and not hasattr(h, "await")
+        with pytest.raises(AttributeError):
+            h.done = True
+        h.wait()
+    assert issubclass(AwaitResidency, sw.AwaitResult) and issubclass(AwaitProjection, sw.AwaitResult)
+    for cls in (AwaitResidency, AwaitProjection):
+        with pytest.raises(TypeError):
+            cls()
