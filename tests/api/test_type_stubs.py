@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from support.typecheck import run_mypy_strict
 from support.process import REPO
+from support.typecheck import run_mypy_strict
 
 api = pytest.importorskip("mypy.api")
 

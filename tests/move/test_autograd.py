@@ -3,6 +3,7 @@ across the carrier boundary"; API.md 8)."""
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, I32, canonical, cpu_tensor, layout, values
 from support.moves import WAIT
 
@@ -216,3 +217,22 @@ def test_backward_reads_the_cotangent_owned_or_not_and_leaves_it_as_it_was():
         if token is not None:
             gc_carrier._relinquish_ownership(token)
         assert not gc_carrier.is_released() and gc_carrier.version == 4
+
+
+# ------------------------------------------------------------ cotangents
+
+
+def test_a_non_injective_cotangent_message_requires_an_injective_gradient_layout():
+    x = cpu_tensor([1.0, 2.0])
+    y = sw.move(x, sw.FileBacked(dtype=F32))
+    with pytest.raises(ValueError, match="injective gradient Layout"):
+        y.autograd_ctx.backward(cpu_tensor([1.0], layout([2], [0])))
+    assert x.grad is None
+
+
+def test_a_cotangent_of_any_carrier_class_reaches_the_source_class():
+    x = cpu_tensor([1.0, 2.0])
+    y = sw.move(x, sw.FileBacked(dtype=F32))
+    y.backward(cpu_tensor([3.0, 4.0]))  # a CPU cotangent for a FileBacked result
+    assert type(x.grad.carrier) is sw.CPU and values(x.grad) == [3.0, 4.0]
+    assert x.grad.autograd_ctx is None

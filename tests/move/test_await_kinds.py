@@ -2,12 +2,16 @@
 where the spec says, shares the read-only base, and cannot be constructed or
 awaited by users."""
 import inspect
+import typing
 
 import pytest
 
 import strideweave as sw
 from strideweave.carriers import move as move_mod
 from strideweave.carriers.tiled_evictable import AwaitProjection, AwaitResidency
+
+from support.builders import cpu_tensor, values
+from support.moves import WAIT
 
 
 def test_await_names_are_importable_from_both_paths():
@@ -41,3 +45,18 @@ def test_done_rejects_writes():
     with pytest.raises(AttributeError):
         handle.done = False
     assert handle.done is True
+
+
+def test_await_types_are_subscriptable_as_the_spec_writes_them():
+    alias = sw.AwaitMove[sw.Tensor]
+    assert typing.get_origin(alias) is sw.AwaitMove and typing.get_args(alias) == (sw.Tensor,)
+    assert typing.get_origin(sw.AwaitResult[sw.Tensor]) is sw.AwaitResult
+
+    def submit(t: sw.Tensor, d: sw.Carrier) -> "sw.AwaitMove[sw.Tensor]":
+        return sw.move_async(t, d)
+
+    assert typing.get_type_hints(submit)["return"] == sw.AwaitMove[sw.Tensor]
+    h = submit(cpu_tensor([1.0]), sw.CPU(1))
+    assert isinstance(h, sw.AwaitMove) and isinstance(h, sw.AwaitResult)
+    assert values(h.wait(timeout=WAIT)) == [1.0]
+    assert not hasattr(h, "__await__")

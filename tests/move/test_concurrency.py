@@ -8,9 +8,10 @@ import threading
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, canonical, layout, values
 from support.carriers import SrcCPU
-from support.moves import WAIT, Gate, held_operation
+from support.moves import Gate, WAIT, held_operation
 
 np = pytest.importorskip("numpy")
 

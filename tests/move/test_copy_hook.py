@@ -7,6 +7,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import _testing
+
 from support.builders import F32, I32, canonical
 
 MESSAGE = "dtype must match"

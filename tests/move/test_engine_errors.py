@@ -9,6 +9,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.move import register_move_operation, registered_move_operation, unregister_move_operation
+
 from support.builders import F32, cpu_tensor, values
 from support.carriers import DstCPU, SrcCPU
 from support.moves import Gate, held_operation

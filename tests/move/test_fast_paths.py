@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.builders import cpu_tensor, layout
 from support.moves import WAIT
 

@@ -18,9 +18,10 @@ import time
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, canonical, slots, values
 from support.carriers import SrcCPU
-from support.moves import WAIT, Gate, held_operation
+from support.moves import Gate, WAIT, held_operation
 from support.process import run_python
 
 np = pytest.importorskip("numpy")

@@ -13,6 +13,7 @@ import os
 import sys
 
 import pytest
+
 from support.process import REPO
 
 pytest.importorskip("numpy")

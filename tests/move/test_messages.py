@@ -5,6 +5,7 @@ that no_grad() moves without one."""
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, I32, cpu_tensor, slots, values
 from support.extension import family, tensor_of
 

@@ -4,8 +4,10 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.move as cm
+
 from support.builders import F32, I32, canonical, cpu_tensor, layout, slots, values
 from support.carriers import DstCPU, ReleasingListCarrier, SrcCPU
+from support.extension import RouteLog, define, fresh, list_storage, route, tensor_of
 from support.moves import WAIT
 
 
@@ -498,3 +500,122 @@ def test_python_carriers_move_through_their_hooks():
     # An empty Python carrier cannot allocate.
     with pytest.raises(ValueError, match="too small"):
         sw.move(cpu_tensor([1.0]), ReleasingListCarrier([], cast=float))
+
+
+# ------------------------------------------------------------ validation order of the destination
+
+
+def test_an_empty_destination_that_cannot_allocate_fails_validation_before_any_route_work():
+    """The last row of the validation table fails before a route is
+    prepared (API.md 10: prepare runs after all validation) and before
+    anything is submitted, so no move.submit is recorded either."""
+    log = RouteLog()
+    Host = fresh("TooSmallHost")
+    define(Host, list_storage(), route(Host, sw.CPU, "host-to-cpu", log))
+    t = tensor_of(Host, [1.0, 2.0])
+    dest = sw.CPU(0)
+    with sw.no_grad(), sw.profile() as p:
+        with pytest.raises(ValueError, match="too small"):
+            sw.move_async(t, dest)
+    assert log.prepared == [] and log.submitted == []
+    assert p.events() == []
+    assert not t.carrier.is_released() and not t.carrier.is_owned()
+    assert dest.size() == 0 and not dest.is_owned()
+    # The same check for a built-in source: no failed submission event.
+    with sw.profile() as p:
+        with pytest.raises(ValueError, match="too small"):
+            sw.move(cpu_tensor([1.0, 2.0]), sw.CPU(0))
+    assert p.events() == []
+
+
+def test_too_small_wins_over_a_missing_reverse_route():
+    """Reverse-route capture is not a validation row: an empty fixed-size
+    destination is reported as too small even when the differentiable move
+    would have no reverse route."""
+    log = RouteLog()
+    Host = fresh("OneWayHost")
+    define(Host, list_storage(), route(Host, sw.CPU, "one-way", log))  # no CPU -> Host route
+    t = tensor_of(Host, [1.0])
+    assert sw.is_grad_enabled()
+    with pytest.raises(ValueError, match="too small"):
+        sw.move_async(t, sw.CPU(0))
+    with pytest.raises(NotImplementedError):
+        sw.move_async(t, sw.CPU(1))
+    assert log.prepared == []
+
+
+# ------------------------------------------------------------ unusable destinations, Evictable-owned sources, batched movement, one result shape
+
+
+def _state(c):
+    return (c.version, c.is_released(), c.is_owned(), slots(c))
+
+
+def _released():
+    d = sw.CPU(3)
+    d.release()
+    return d
+
+
+@pytest.mark.parametrize("make_dest, exc, fragment", [
+    (_released, RuntimeError, "released"),
+    (lambda: sw.CPU(3, mutable=False), RuntimeError, "mutable"),
+    (lambda: sw.CPU(3, dtype=I32), TypeError, "dtype must match"),
+    (None, ValueError, "own carrier"),
+    (lambda: sw.CPU(2), ValueError, "too small"),
+    (lambda: sw.Generic([0.5, 0.5], dtype=F32, mutable=False), RuntimeError, "mutable"),
+], ids=["released", "immutable", "dtype", "own-carrier", "too-small", "immutable-generic"])
+@pytest.mark.parametrize("call", [sw.move, sw.move_async], ids=["move", "move_async"])
+def test_an_unusable_destination_modifies_and_releases_neither_carrier(make_dest, exc, fragment, call):
+    t = cpu_tensor([1.0, 2.0, 3.0])
+    dest = t.carrier if make_dest is None else make_dest()
+    before_src, before_dst = _state(t.carrier), _state(dest)
+    with sw.profile() as p:
+        with pytest.raises(exc, match=fragment):
+            call(t, dest)
+    assert _state(t.carrier) == before_src and _state(dest) == before_dst
+    assert t.autograd_ctx is None
+    assert [e for e in p.events() if e.name.startswith("move.")] == []  # nothing was submitted
+    assert values(sw.move(t, sw.CPU(3))) == [1.0, 2.0, 3.0]  # the source is still usable
+
+
+def test_a_source_owned_by_an_evictable_cannot_be_moved_directly():
+    primary = sw.CPU(2)
+    primary[0], primary[1] = 1.0, 2.0
+    ev = sw.Evictable(primary, sw.FileBacked(dtype=F32))
+    t = sw.Tensor(primary, 0, canonical([2]))
+    dest = sw.CPU(2)
+    with pytest.raises(RuntimeError, match="owned"):
+        sw.move(t, dest)
+    # The owned-source row precedes the destination rows of the table.
+    with pytest.raises(RuntimeError, match="owned"):
+        sw.move(t, "not a carrier")
+    assert not primary.is_released() and primary.is_owned() and not ev.is_evicted()
+    assert slots(dest) == [0.0, 0.0] and not dest.is_owned()
+
+
+def test_batched_movement_allocates_nothing():
+    t = cpu_tensor([1.0, 2.0])
+    empty = sw.FileBacked(dtype=F32)
+    for args in [([t], empty), (t, [empty]), ((t,), (empty,))]:
+        with pytest.raises(TypeError):
+            sw.move_async(*args)
+        with pytest.raises(TypeError):
+            sw.move(*args)
+    assert empty.size() == 0 and not empty.is_owned()
+    assert not t.carrier.is_released() and not t.carrier.is_owned()
+
+
+def test_move_and_move_async_publish_the_same_result_shape():
+    lay = layout([2, [2, 2]], [1, [2, 4]])
+    results = []
+    for how in ("move", "move_async"):
+        t = cpu_tensor([float(i) for i in range(8)], lay)
+        dest = sw.FileBacked(dtype=F32)
+        out = sw.move(t, dest) if how == "move" else sw.move_async(t, dest).wait(timeout=WAIT)
+        assert out.carrier is dest and out.offset == 0 and out.layout is lay
+        assert dest.size() == lay.cosize
+        assert t.carrier.is_released()
+        assert type(out.autograd_ctx) is sw.CpuToFileBackedMoveOperation
+        results.append(values(out))
+    assert results[0] == results[1] == [float(i) for i in range(8)]

@@ -10,9 +10,10 @@ import weakref
 import pytest
 
 import strideweave as sw
-from support.builders import canonical, cpu_tensor, values
-from support.carriers import SrcCPU
-from support.moves import WAIT, Gate, held_operation
+
+from support.builders import F32, canonical, cpu_tensor, values
+from support.carriers import ListCarrier, SrcCPU
+from support.moves import Gate, WAIT, held_operation
 from support.process import run_python
 
 
@@ -365,3 +366,64 @@ def test_moves_do_not_leak_objects():
         once()
     gc.collect()
     assert len(gc.get_objects()) - before < 50
+
+
+# ------------------------------------------------------------ one terminal boundary: publication before the source's release
+
+
+class ObservedRelease(ListCarrier):
+    """A Python source carrier whose release hook records what the move has
+    published at the moment the source is released."""
+
+    def __init__(self, vals, fail=None):
+        super().__init__(vals, F32, cast=float)
+        self.fail = fail
+        self.seen = None
+        self.watch = None  # (handle box, destination) set by the test
+
+    def _release(self):
+        box, dest = self.watch
+        self.seen = {"done": box[0].done, "dest_owned": dest.is_owned(),
+                     "dest_values": [dest[i] for i in range(dest.size())]}
+        if self.fail is not None:
+            raise self.fail
+        self.vals = []
+
+
+def test_result_publishes_before_the_source_is_released_and_success_is_recorded_last():
+    src = ObservedRelease([1.0, 2.0])
+    dest = sw.CPU(2)
+    box = [None]
+    src.watch = (box, dest)
+    gate = threading.Event()
+
+    class Held(sw.ElementwiseMoveOperation):
+        def _copy(self, *args):
+            assert gate.wait(WAIT)
+            super()._copy(*args)
+
+    with sw.registered_move_operation(ObservedRelease, sw.CPU, Held):
+        box[0] = sw.move_async(sw.Tensor(src, 0, canonical([2])), dest)
+        gate.set()
+        out = box[0].wait(timeout=WAIT)
+    # At release time the destination held the values and was no longer
+    # owned by the move, while the handle had not recorded success yet.
+    assert src.seen == {"done": False, "dest_owned": False, "dest_values": [1.0, 2.0]}
+    assert src.is_released() and box[0].done
+    assert out.carrier is dest and values(out) == [1.0, 2.0]
+
+
+def test_a_failing_source_release_fails_the_move_and_publishes_nothing():
+    src = ObservedRelease([1.0, 2.0], fail=OSError("cannot let go"))
+    dest = sw.CPU(2)
+    box = [None]
+    src.watch = (box, dest)
+    t = sw.Tensor(src, 0, canonical([2]))
+    box[0] = sw.move_async(t, dest)
+    with pytest.raises(OSError, match="cannot let go") as first:
+        box[0].wait(timeout=WAIT)
+    with pytest.raises(OSError) as second:
+        box[0].wait(timeout=WAIT)
+    assert first.value is second.value
+    assert not src.is_released() and not src.is_owned() and values(t) == [1.0, 2.0]
+    assert not dest.is_owned() and dest.is_mutable() and dest.version == 0

@@ -6,9 +6,10 @@ import threading
 import pytest
 
 import strideweave as sw
+
 from support.builders import canonical, cpu_tensor
 from support.carriers import SrcCPU
-from support.moves import WAIT, Gate, held_operation
+from support.moves import Gate, WAIT, held_operation
 
 
 def move_events(p):

@@ -3,8 +3,10 @@ validated, and process-global"; API.md 8 and 10)."""
 import pytest
 
 import strideweave as sw
-from strideweave.carriers.move import (dispatch_move, register_move_operation,
-                                       registered_move_operation, unregister_move_operation)
+from strideweave.carriers.move import (
+    dispatch_move, register_move_operation, registered_move_operation, unregister_move_operation,
+)
+
 from support.builders import canonical, cpu_tensor, values
 from support.carriers import DstCPU, SrcCPU
 
@@ -184,3 +186,43 @@ def test_reject_registration_for_a_defined_carrier():
                  lambda: registered_move_operation(Defined, sw.CPU, OpA)]:
         with pytest.raises(RuntimeError, match="TransferRoute"):
             call()
+
+
+# ------------------------------------------------------------ argument errors name the parameter
+
+
+@pytest.mark.parametrize("call", ["dispatch_move", "unregister_move_operation"])
+def test_dispatch_and_unregister_name_the_offending_parameter(call):
+    fn = getattr(sw, call)
+    with pytest.raises(TypeError, match="source_class"):
+        fn(sw.CPU(1), sw.CPU)
+    with pytest.raises(TypeError, match="destination_class"):
+        fn(sw.CPU, int)
+    with pytest.raises(TypeError, match="source_class"):
+        fn(None, None)  # the first offending parameter is named
+
+
+def test_scoped_registration_names_the_destination_parameter():
+    class Op(sw.ElementwiseMoveOperation):
+        pass
+
+    with pytest.raises(TypeError, match="destination_class"):
+        sw.registered_move_operation(sw.CPU, "FileBacked", Op)
+    assert sw.dispatch_move(sw.CPU, sw.FileBacked) is sw.CpuToFileBackedMoveOperation
+
+
+def test_a_scoped_registration_registers_on_entry_and_reraises_the_same_exception():
+    class Op(sw.ElementwiseMoveOperation):
+        pass
+
+    cm = sw.registered_move_operation(SrcCPU, DstCPU, Op)
+    assert sw.dispatch_move(SrcCPU, DstCPU) is sw.ElementwiseMoveOperation  # not entered yet
+    boom = LookupError("from the body")
+    with pytest.raises(LookupError) as e:
+        with cm as yielded:
+            assert yielded is Op and sw.dispatch_move(SrcCPU, DstCPU) is Op
+            raise boom
+    assert e.value is boom
+    assert sw.dispatch_move(SrcCPU, DstCPU) is sw.ElementwiseMoveOperation
+    with pytest.raises(KeyError):
+        sw.unregister_move_operation(SrcCPU, DstCPU)

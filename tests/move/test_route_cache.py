@@ -5,8 +5,8 @@ as an uncached resolution."""
 import pytest
 
 import strideweave as sw
-from strideweave.carriers.move import (register_move_operation, registered_move_operation,
-                                       unregister_move_operation)
+from strideweave.carriers.move import register_move_operation, registered_move_operation, unregister_move_operation
+
 from support.builders import cpu_tensor, values
 
 F32 = sw.DType.Float32

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from support.moves import WAIT, Gate, held_operation
-from support.tiled import pending, tiles_layout
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
 from strideweave.carriers.tiled_evictable import AwaitResidency, TiledEvictable, TileSelection, TileSet, TileState
+
+from support.moves import Gate, WAIT, held_operation
+from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
 GRID, TILE = (2, 3), (2, 2)

@@ -3,10 +3,10 @@ reads and writes, release, DLPack refusal and public-move refusal."""
 import pytest
 
 import strideweave as sw
-from support.tiled import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
+
 from support.builders import ramp_cpu
-from support.tiled import tiles_layout
+from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
 

@@ -5,8 +5,9 @@ import random
 import threading
 
 import strideweave as sw
-from support.tiled import pending
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
+
+from support.tiled import pending
 
 F32 = sw.DType.Float32
 N, TILE = 16, 64

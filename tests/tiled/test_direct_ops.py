@@ -12,8 +12,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
-from strideweave.carriers.tiled_evictable import (ResidencyPlan, TiledEvictable, TileSelection, TileSet,
-                                                   TileState)
+from strideweave.carriers.tiled_evictable import ResidencyPlan, TiledEvictable, TileSelection, TileSet, TileState
 
 F32 = sw.DType.Float32
 GRID, TILE = (3, 2), (2, 2)  # 6 tiles of 4 slots

@@ -12,6 +12,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSet
+
 from support.tiled import dense_only, dense_spy
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32

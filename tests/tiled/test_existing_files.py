@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
+
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 
 F32 = sw.DType.Float32
 E, R, C = 8, 4, 6

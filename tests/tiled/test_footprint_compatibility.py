@@ -6,11 +6,12 @@ check itself is the engine's: tests/cpp/test_tiled_geometry.cpp.)"""
 import itertools
 from math import prod
 
-import pytest
 from hypothesis import given, settings, strategies as st
+import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection
+
 from support.tiled import pending, tiles_layout
 
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child, tiles_layout
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
+
+from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child, tiles_layout
 
 F32 = sw.DType.Float32
 GRID, TILE = (2, 3), (2, 2)

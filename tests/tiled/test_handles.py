@@ -11,8 +11,9 @@ import pytest
 import strideweave as sw
 from strideweave import _core
 from strideweave.carriers.move import register_move_operation, unregister_move_operation
-from strideweave.carriers.tiled_evictable import (AwaitProjection, AwaitResidency, TiledEvictable, TileSelection,
-                                                   TileSet)
+from strideweave.carriers.tiled_evictable import (
+    AwaitProjection, AwaitResidency, TiledEvictable, TileSelection, TileSet,
+)
 
 F32 = sw.DType.Float32
 from support.carriers import FailingOp, FailPrimary, FailSecondary

@@ -9,6 +9,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
+
 from support.process import run_python
 from support.tiled import pending, tiles_layout
 

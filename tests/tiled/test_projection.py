@@ -3,15 +3,12 @@ destination validation, the visible gather / scatter autograd nodes."""
 import pytest
 
 import strideweave as sw
-from support.tiled import pending, tiles_layout
-from strideweave.carriers.tiled_evictable import (AwaitProjection, TiledEvictable, TileSelection, TileSet,
-                                                   TileState)
-from support.carriers import FailPrimary
-from support.carriers import FailSecondary
-from support.carriers import FailingOp
+from strideweave.carriers.move import register_move_operation, unregister_move_operation
+from strideweave.carriers.tiled_evictable import AwaitProjection, TiledEvictable, TileSelection, TileSet, TileState
+
 from support.builders import ramp_cpu
-from strideweave.carriers.move import register_move_operation
-from strideweave.carriers.move import unregister_move_operation
+from support.carriers import FailingOp, FailPrimary, FailSecondary
+from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
 

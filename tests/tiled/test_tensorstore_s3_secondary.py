@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from support import process
 import strideweave as sw
+
+from support import process
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
 pytest.importorskip("moto.server", reason="moto[server] provides the loopback S3 server")

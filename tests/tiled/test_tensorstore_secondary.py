@@ -11,8 +11,9 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.extension as ext
-from support.tiled import tiles_layout
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
+
+from support.tiled import tiles_layout
 
 pytest.importorskip("tensorstore", reason="the optional tensorstore package (pip install tensorstore)")
 from strideweave.carriers.tensorstore import TensorStoreCarrier  # noqa: E402

@@ -6,9 +6,10 @@ import pytest
 
 import strideweave as sw
 import strideweave.carriers.tiled_evictable as te_mod
-from strideweave.carriers.tiled_evictable import (ResidencyPlan, ResidencyPolicy, TileSelection, TileSet,
-                                                   TileState)
-from strideweave.carriers.tiled_evictable import TiledEvictable
+from strideweave.carriers.tiled_evictable import (
+    ResidencyPlan, ResidencyPolicy, TiledEvictable, TileSelection, TileSet, TileState,
+)
+
 from support.tiled import pending
 
 NAMES = ["TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "TileState",
