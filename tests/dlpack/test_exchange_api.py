@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.dlpack import (
-    READ_ONLY, DLManagedTensorVersioned, DLPackVersion, DLTensor, InfoCarrier, _api, cpu_tensor, inspect, kDLCPU,
+    DLManagedTensorVersioned, DLPackVersion, DLTensor, InfoCarrier, READ_ONLY, _api, cpu_tensor, inspect, kDLCPU,
     layout,
 )
 

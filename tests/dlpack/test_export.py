@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
+from support.carriers import ConstCarrier
 from support.dlpack import (
-    READ_ONLY, InfoCarrier, TypedCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA, kDLFloat, kDLInt,
+    InfoCarrier, READ_ONLY, TypedCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA, kDLFloat, kDLInt,
     layout,
 )
-from support.carriers import ConstCarrier
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 
@@ -709,3 +710,44 @@ def test_from_dlpack_is_the_only_adoption_path():
         sw.CPU(cap)
     with pytest.raises(TypeError):
         sw.Tensor(np.arange(2, dtype=np.float32), 0, sw.Layout.canonical(sw.Shape(2)))
+
+
+# ------------------------------------------------------------ the read-only flag
+
+
+LAY2 = sw.Layout.canonical(sw.Shape(2))
+
+
+def test_an_immutable_export_flags_read_only_only_in_the_versioned_form():
+    c = sw.CPU(2).new_like([1.0, 2.0], mutable=False)
+    t = sw.Tensor(c, 0, LAY2)
+    assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == READ_ONLY
+    assert inspect(t.__dlpack__(max_version=(7, 1)))["flags"] == READ_ONLY
+    assert "flags" not in inspect(t.__dlpack__())
+
+
+def test_the_flag_follows_is_mutable_under_thread_bound_owner_access():
+    """Public mutability is tensor.is_mutable(): an owner-access scope makes
+    the carrier mutable on its own thread only, and the flag follows."""
+    import threading
+
+    t = cpu_tensor([1.0, 2.0])
+    c = t.carrier
+    token = c._claim_ownership()
+    try:
+        assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == READ_ONLY
+        c._begin_owner_access(token)
+        try:
+            assert t.is_mutable()
+            assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == 0
+            seen = []
+            other = threading.Thread(
+                target=lambda: seen.append((t.is_mutable(), inspect(t.__dlpack__(max_version=(1, 0)))["flags"])))
+            other.start()
+            other.join(10)
+            assert seen == [(False, READ_ONLY)]
+        finally:
+            c._end_owner_access(token)
+    finally:
+        c._relinquish_ownership(token)
+    assert inspect(t.__dlpack__(max_version=(1, 0)))["flags"] == 0

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.builders import values
-from support.process import TESTS_DIR, run_python
 from support.dlpack import DELETER_GIL, DELETER_NOGIL, consume, cpu_carrier, cpu_tensor, inspect, layout
+from support.process import TESTS_DIR, run_python
 
 
 def ones_like(t):
@@ -349,3 +350,39 @@ def test_export_records_no_node(needs_autograd):
     assert y.autograd_ctx is ctx
     y.backward(ones_like(y))
     assert values(a.grad) == [3.0, 3.0]
+
+
+# ------------------------------------------------------------ version tokens and the graph across export
+
+
+def test_a_foreign_write_leaves_every_snapshotted_version_token_equal():
+    a = cpu_tensor([1.0, 2.0, 3.0])
+    b = cpu_tensor([4.0, 5.0, 6.0])
+    y = sw.mul(a, b)
+    node = y.autograd_ctx
+    tokens = node.input_versions()
+    arr = np.from_dlpack(a)
+    assert arr.flags.writeable
+    arr[:] = [7.0, 8.0, 9.0]
+    assert node.input_versions() == tokens
+    assert tuple(t.version for t in node.inputs()) == tokens
+    y.backward(cpu_tensor([1.0, 1.0, 1.0]))
+    assert [b.grad[i] for i in range(3)] == [7.0, 8.0, 9.0]
+
+
+def test_export_leaves_a_non_leaf_grad_and_ctx_as_they_were():
+    a = cpu_tensor([1.0, 2.0])
+    y = sw.mul(a, 3.0)
+    y.retain_grad()
+    z = sw.mul(y, 2.0)
+    z.backward(cpu_tensor([1.0, 1.0]), retain_graph=True)
+    grad, ctx, version = y.grad, y.autograd_ctx, y.version
+    assert grad is not None and [grad[i] for i in range(2)] == [2.0, 2.0]
+    caps = [y.__dlpack__(), y.__dlpack__(max_version=(1, 0)), grad.__dlpack__(max_version=(1, 0))]
+    assert np.from_dlpack(y).tolist() == [3.0, 6.0]
+    assert y.grad is grad and y.autograd_ctx is ctx and y.version == version
+    assert [grad[i] for i in range(2)] == [2.0, 2.0]
+    # The same graph is traversed again: gradients accumulate.
+    z.backward(cpu_tensor([1.0, 1.0]))
+    assert [a.grad[i] for i in range(2)] == [12.0, 12.0]
+    del caps

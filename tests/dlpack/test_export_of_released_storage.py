@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 import strideweave as sw
+
 from support.process import REPO as ROOT
 
 PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.dlpack import (
-    IS_COPIED, READ_ONLY, LegacyProducer, Producer, capsule_name, cpu_tensor, deleted, inspect, layout,
+    IS_COPIED, LegacyProducer, Producer, READ_ONLY, capsule_name, cpu_tensor, deleted, inspect, layout,
     producer_capsule,
 )
 

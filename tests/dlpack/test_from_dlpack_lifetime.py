@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.carriers import DstCPU
-from support.moves import WAIT, Gate, held_operation
-from support.process import run_python
 from support.dlpack import DELETER_NOGIL, consume, deleted, producer_capsule
+from support.moves import Gate, WAIT, held_operation
+from support.process import run_python
 
 
 def imported(values=(1.0, 2.0, 3.0)):

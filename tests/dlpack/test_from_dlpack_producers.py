@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.dlpack import capsule_name
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.moves import WAIT
 
 

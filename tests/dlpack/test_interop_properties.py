@@ -8,13 +8,13 @@ exactly right; nothing may crash. (Layout keys and trees are fuzzed in
 test_layout_fuzz.py.)"""
 import math
 
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 import strideweave as sw
-from support.dlpack import READ_ONLY, InfoCarrier, inspect
+
 from support.carriers import ListCarrier
+from support.dlpack import InfoCarrier, READ_ONLY, inspect
 
 np = pytest.importorskip("numpy")
 

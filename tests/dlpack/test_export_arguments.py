@@ -1,13 +1,20 @@
-"""__dlpack__ remembers the last keyword-name tuple, max_version and dl_device
-it parsed (issue 11: export no slower than NumPy's); these tests pin that the
+"""__dlpack__'s arguments: max_version and dl_device take any integers
+(IntEnum, __index__ objects), a zero-major ceiling gives the legacy capsule,
+and an __index__ hook that raises or mutates its list is safe.
+
+__dlpack__ also remembers the last keyword-name tuple, max_version and
+dl_device it parsed (export no slower than NumPy's); these tests pin that the
 remembered objects never change an outcome: the same tuple object must give
 the same answer as a fresh equal one, mutable arguments are parsed every
 time, and errors are raised on every call, not only the first.
 """
+import enum
+
 import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.dlpack import InfoCarrier, cpu_carrier, cpu_tensor, inspect, kDLCPU, kDLCUDA
 
 
@@ -115,3 +122,68 @@ def test_np_from_dlpack_alternating_tensors_reads_each_one():
         x[0] = 7.0
         assert a[0] == 7.0
         x[0] = 1.0
+
+
+# ------------------------------------------------------------ what max_version and dl_device accept
+
+
+class DeviceType(enum.IntEnum):
+    kDLCPU = 1
+
+
+class Index:
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+@pytest.mark.parametrize("ceiling", [(np.int64(1), np.int64(0)), [np.uint8(2), 0], (Index(1), Index(3))])
+def test_max_version_accepts_any_integer(ceiling):
+    info = inspect(cpu_tensor([1.0, 2.0]).__dlpack__(max_version=ceiling))
+    assert info["name"] == "dltensor_versioned" and info["version"] == (1, 0)
+
+
+@pytest.mark.parametrize("ceiling", [(np.int64(0), np.int64(5)), (Index(0), 0)])
+def test_a_zero_major_integer_ceiling_gives_the_legacy_capsule(ceiling):
+    assert inspect(cpu_tensor([1.0]).__dlpack__(max_version=ceiling))["name"] == "dltensor"
+
+
+def test_a_negative_index_component_still_fails_with_value_error():
+    t = cpu_tensor([1.0])
+    for bad in [(np.int64(-1), 0), (1, Index(-2))]:
+        with pytest.raises(ValueError, match="non-negative"):
+            t.__dlpack__(max_version=bad)
+
+
+@pytest.mark.parametrize("device", [(DeviceType.kDLCPU, 0), (np.int32(kDLCPU), np.int64(0)), [Index(1), Index(0)]])
+def test_dl_device_accepts_any_integer(device):
+    t = cpu_tensor([1.0, 2.0])
+    info = inspect(t.__dlpack__(dl_device=device, max_version=(1, 0)))
+    assert info["device"] == (kDLCPU, 0) and info["data"] == t.carrier.pointer()
+    with pytest.raises(BufferError, match="cross-device exports are not supported"):
+        t.__dlpack__(dl_device=(np.int32(2), np.int32(0)))
+
+
+def test_an_index_hook_that_mutates_the_list_is_safe():
+    t = cpu_tensor([1.0])
+    ceiling = []
+
+    class Shrinking:
+        def __index__(self):
+            ceiling.clear()
+            return 1
+
+    ceiling.extend([Shrinking(), 0])
+    info = inspect(t.__dlpack__(max_version=ceiling))
+    assert info["version"] == (1, 0)
+
+
+def test_an_index_hook_error_propagates():
+    class Broken:
+        def __index__(self):
+            raise ZeroDivisionError("no")
+
+    with pytest.raises(ZeroDivisionError):
+        cpu_tensor([1.0]).__dlpack__(max_version=(Broken(), 0))
