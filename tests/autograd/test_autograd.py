@@ -14,6 +14,7 @@ from strideweave import CPU, DType, Generic, Layout, Operation, Shape, Stride, T
 
 KINDS = ["cpu", "generic"]
 from support.builders import f32, tensor as make, values as vals
+from support.process import snippet_stdout
 
 
 def canonical(*extents):
@@ -613,3 +614,80 @@ def test_no_grad_as_a_decorator_builds_no_node_and_restores_the_mode():
     assert Model().run(x) is False
     with pytest.raises(TypeError):
         sw.no_grad()(1)
+
+
+def test_long_grad_chain_deallocates_without_recursion():
+    snippet_stdout("""
+        from strideweave import CPU, Layout, Shape, Stride, Tensor
+        layout = Layout(Shape(1), Stride(1))
+        head = tail = Tensor(CPU(1), 0, layout)
+        for _ in range(300000):
+            nxt = Tensor(CPU(1), 0, layout)
+            tail.grad = nxt
+            tail = nxt
+        del tail, nxt
+        del head
+    """, dev=True)
+
+
+# ------------------------------------------------------------ the grad setter
+
+
+F32 = sw.DType.Float32
+
+
+I32 = sw.DType.Int32
+
+
+BOOL = sw.DType.Bool
+
+
+def lay(n):
+    return sw.Layout(sw.Shape(n), sw.Stride(1))
+
+
+def cpu(vals, dtype=F32, cls=sw.CPU):
+    c = cls(len(vals), dtype=dtype)
+    for i, v in enumerate(vals):
+        c[i] = v
+    return c
+
+
+def whole(c):
+    return sw.Tensor(c, 0, lay(c.size()))
+
+
+def test_grad_setter_validates_dtype_shape_and_subtensors():
+    x = whole(cpu([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="grad must be a Tensor or None"):
+        x.grad = [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="Float32 or Floating"):
+        x.grad = whole(cpu([1, 2, 3], dtype=I32))
+    with pytest.raises(TypeError, match="Float32 or Floating"):
+        x.grad = whole(cpu([True, False, True], dtype=BOOL))
+    with pytest.raises(ValueError, match="does not match the tensor's shape"):
+        x.grad = whole(cpu([1.0, 2.0]))
+    assert x.grad is None
+    g = whole(cpu([0.5, 0.5, 0.5]))
+    x.grad = g
+    assert x.grad is g
+    sw.reduce_sum(x).backward()
+    assert x.grad.tolist() == [1.5, 1.5, 1.5]
+    x.grad = None
+    assert x.grad is None
+
+
+def test_grad_setter_refuses_a_multi_subtensor_tensor():
+    from strideweave.core import Subtensor, TensorRepresentation
+
+    class Planar(sw.CompoundDType):
+        simple_types = (F32, I32)
+
+    layout = lay(2)
+    rep = TensorRepresentation(Planar(), [Subtensor(F32, sw.CPU(2), 0, layout),
+                                          Subtensor(I32, sw.CPU(2, dtype=I32), 0, layout)], [layout])
+    multi = sw.Tensor._from_representation(rep)
+    x = whole(cpu([1.0, 2.0]))
+    with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor as grad"):
+        x.grad = multi
+    assert x.grad is None

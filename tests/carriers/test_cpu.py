@@ -6,6 +6,8 @@ import pytest
 
 from strideweave import CPU, DType
 
+from support.process import snippet_stdout
+
 MESSAGE_ALIGNMENT = 64
 
 
@@ -240,3 +242,20 @@ class TestDLPackInfo:
 
         r = Remote(1)
         assert r.dlpack_info()["device_type"] == 2
+
+
+def test_cpu_write_whose_conversion_releases_the_carrier():
+    out = snippet_stdout("""
+        from strideweave import CPU
+        c = CPU(4)
+        class Releasing:
+            def __float__(self):
+                c.release()
+                return 1.0
+        try:
+            c[0] = Releasing()
+        except RuntimeError as e:
+            print("RuntimeError", e)
+        assert c.is_released()
+    """, dev=True)
+    assert "RuntimeError" in out and "changed during the write" in out

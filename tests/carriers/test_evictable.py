@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, I32, canonical, slots, values
 from support.carriers import DstCPU, SrcCPU
-from support.moves import WAIT, Gate, held_operation
+from support.moves import Gate, WAIT, held_operation
 
 
 def cpu(vals, dtype=F32, cls=sw.CPU):
@@ -667,3 +668,99 @@ def test_concurrent_transitions_keep_one_residency():
     assert not errors
     ev.promote()
     assert slots(ev) == [float(i) for i in range(64)]
+
+
+def test_evictable_source_refuses_writes_and_moves_while_its_tiers_release():
+    # The commit gives the Evictable's ownership back, then releases it; its
+    # release runs the tiers' hooks (Python code, so other threads run). The
+    # move is not complete: the source must not accept a write or a move.
+    import threading
+
+    in_release = threading.Event()
+    proceed = threading.Event()
+
+    class ReleaseHookCPU(sw.CPU):
+        def _release(self):
+            if threading.current_thread() is not threading.main_thread():
+                in_release.set()
+                assert proceed.wait(WAIT)
+            return super()._release()
+
+    ev = sw.Evictable(ReleaseHookCPU(4, dtype=F32), sw.CPU(4, dtype=F32))
+    t = sw.Tensor(ev, 0, sw.Layout.canonical(sw.Shape([4])))
+    h = sw.move_async(t, sw.CPU(4, dtype=F32))
+    try:
+        assert in_release.wait(WAIT)
+        assert not h.done
+        with pytest.raises(RuntimeError, match="released"):
+            ev[0] = 5.0
+        with pytest.raises(RuntimeError, match="released"):
+            sw.move_async(t, sw.CPU(4, dtype=F32))
+    finally:
+        proceed.set()
+    out = h.wait(timeout=WAIT)
+    assert ev.is_released()
+    assert out.carrier.size() == 4
+
+
+# ------------------------------------------------------------ tiers a hook hands back
+
+
+def test_evictable_promote_refuses_an_int32_primary_from_the_hook():
+    class Retype(sw.CPU):
+        armed = False
+
+        def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
+            return Retype(n, dtype=I32 if Retype.armed else (dtype or F32))
+
+    p = cpu([1.5, 2.5], cls=Retype)
+    ev = sw.Evictable(p, sw.CPU(2, dtype=F32))
+    ev.evict()
+    Retype.armed = True
+    with pytest.raises(TypeError, match="dtype"):
+        ev.promote()
+    assert ev.is_evicted()
+    Retype.armed = False
+    ev.promote()
+    assert [ev[0], ev[1]] == [1.5, 2.5]
+
+
+def test_evictable_replaces_an_undersized_non_empty_secondary_when_evicting():
+    # (This once was a construction-time ValueError "too small"; eviction now
+    # fits the secondary: tests/test_evictable.py covers the details.)
+    p, s = cpu([1.0, 2.0, 3.0]), sw.CPU(2)
+    ev = sw.Evictable(p, s)
+    ev.evict()
+    assert ev.secondary is not s and s.is_released() and not s.is_owned()
+    ev.promote()
+    assert [ev[i] for i in range(3)] == [1.0, 2.0, 3.0]
+    ev = sw.Evictable(cpu([1.0, 2.0, 3.0]), sw.FileBacked(dtype=F32))  # an empty secondary grows
+    ev.evict()
+    ev.promote()
+    assert [ev[i] for i in range(3)] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("evicted", [False, True])
+def test_gc_of_an_evictable_relinquishes_caller_supplied_tiers_and_leaves_them_live(evicted):
+    # Garbage collection without release() gives the tiers back: the one
+    # holding the values is live and usable; release() still releases both.
+    p, s = cpu([1.0, 2.0]), sw.CPU(2)
+    ev = sw.Evictable(p, s)
+    if evicted:
+        ev.evict()
+    del ev
+    gc.collect()
+    holder, other = (s, p) if evicted else (p, s)
+    assert not holder.is_owned() and not holder.is_released()
+    assert [holder[0], holder[1]] == [1.0, 2.0]
+    holder[0] = 5.0
+    token = holder._claim_ownership()
+    holder._relinquish_ownership(token)
+    assert not other.is_owned() and other.is_released() == evicted
+    p2, s2 = cpu([1.0]), sw.CPU(1)
+    ev = sw.Evictable(p2, s2)
+    ev.release()
+    for tier in (p2, s2):
+        assert not tier.is_owned() and tier.is_released()
+        with pytest.raises(RuntimeError, match="released"):
+            tier[0]

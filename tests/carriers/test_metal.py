@@ -7,6 +7,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import move as move_mod
+
 from support.builders import F32, I32, canonical, cpu_tensor, layout, slots, values
 from support.carriers import SrcCPU
 from support.moves import WAIT
@@ -458,3 +459,38 @@ def test_a_registered_edge_makes_a_metal_subclass_hierarchy_usable(fake):
 def test_construction_checks_its_arguments_before_requiring_macos(args, kwargs, exc, fragment):
     with pytest.raises(exc, match=fragment):
         sw.Metal(*args, **kwargs)
+
+
+class ReviewMetal(sw.Metal):
+    pass
+
+
+def test_metal_source_refuses_a_second_move_while_its_release_synchronizes(fake):
+    # The terminal commit gives ownership back, then releases the source;
+    # Metal's release synchronizes with the GIL released. The move is not
+    # complete yet, so another move of the source must fail at initiation.
+    class HoldRelease(sw.MetalToCpuMoveOperation):
+        source_class = ReviewMetal
+
+        def _copy(self, tensor, destination, output, element_count):
+            super()._copy(tensor, destination, output, element_count)
+            fake.hold_synchronize(True)  # the next synchronize is the release's
+
+    src = ReviewMetal(4, dtype=F32)
+    t = sw.Tensor(src, 0, sw.Layout.canonical(sw.Shape([4])))
+    with sw.registered_move_operation(ReviewMetal, sw.CPU, HoldRelease):
+        h = sw.move_async(t, sw.CPU(4, dtype=F32))
+        try:
+            assert fake.wait_synchronizing(WAIT)
+            assert not h.done
+            with pytest.raises(RuntimeError, match="released|owned"):
+                h2 = sw.move_async(t, sw.CPU(4, dtype=F32))
+                try:
+                    h2.wait(timeout=WAIT)
+                except Exception:
+                    pass
+        finally:
+            fake.hold_synchronize(False)
+        out = h.wait(timeout=WAIT)
+    assert src.is_released()
+    assert out.carrier.size() == 4

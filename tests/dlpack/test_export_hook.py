@@ -7,6 +7,7 @@ import pytest
 import strideweave as sw
 
 from support.dlpack import cpu_tensor
+from support.process import snippet_stdout
 
 
 F32 = sw.DType.Float32
@@ -89,3 +90,26 @@ def test_dlpack_and_dlpack_device_fail_identically(make):
     assert {type(e) for e in errors} == {BufferError}
     assert len({str(e) for e in errors}) == 1, [str(e) for e in errors]
     assert "not supported" in str(errors[0])
+
+
+def test_dlpack_info_mutated_by_value_conversion():
+    # Converting device_type runs __index__, which empties the hook's dict:
+    # the borrowed device_id value must not be read after it is freed.
+    out = snippet_stdout("""
+        from strideweave import Carrier, DType, Layout, Shape, Stride, Tensor
+        info = {}
+        class DeviceType:
+            def __index__(self):
+                info.clear()
+                return 1
+        class C(Carrier):
+            def size(self): return 4
+            def dtype(self): return DType.Float32
+            def dlpack_info(self): return info
+        def fill():
+            info.update(pointer=4096, device_type=DeviceType(), device_id=int("".join(["12", "345"])))
+        fill()
+        t = Tensor(C(), 0, Layout(Shape(4), Stride(1)))
+        print(t.__dlpack_device__())
+    """, dev=True)
+    assert out.strip() == "(1, 12345)"

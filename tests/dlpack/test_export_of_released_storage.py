@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 import strideweave as sw
+from strideweave import CPU, Layout, Shape, Stride, Tensor
 
 from support.process import REPO as ROOT
 
@@ -402,3 +403,32 @@ def test_dlpack_info_stale_pointer_after_release_is_refused():
         print("ok")
     """)
     assert out.strip() == "ok"
+
+
+# ------------------------------------------------------------ a carrier released during the export
+
+
+@pytest.mark.parametrize("kwargs", ["copy=Releasing()", "copy=Releasing(), max_version=(1, 0)"])
+def test_dlpack_refuses_carrier_released_during_export(kwargs):
+    c = CPU(8)
+    t = Tensor(c, 0, Layout(Shape(8), Stride(1)))
+
+    class Releasing:
+        def __bool__(self):
+            c.release()
+            return False
+
+    with pytest.raises(BufferError, match="non-null"):
+        eval(f"t.__dlpack__({kwargs})")
+    assert c.is_released()
+
+
+def test_dlpack_refuses_carrier_released_by_is_mutable_hook():
+    class C(CPU):
+        def _is_mutable(self):
+            self.release()
+            return True
+
+    t = Tensor(C(8), 0, Layout(Shape(8), Stride(1)))
+    with pytest.raises(BufferError, match="non-null"):
+        t.__dlpack__(max_version=(1, 0))

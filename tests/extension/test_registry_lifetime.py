@@ -11,6 +11,7 @@ import weakref
 import strideweave as sw
 
 from support.extension import define, fresh, list_storage
+from support.process import run_snippet
 
 F32 = sw.DType.Float32
 
@@ -38,3 +39,37 @@ def test_dead_classes_are_forgotten():
         c[1] = 1.5
         assert [c[0], c[1]] == [0.0, 1.5]
 
+
+def test_carrier_classes_are_not_kept_alive_by_observation_or_moves():
+    r = run_snippet("""
+        import gc, weakref
+        import strideweave as sw
+        F32 = sw.DType.Float32
+        refs = []
+        class PyCarrier(sw.Carrier):
+            def __init__(self, n):
+                super().__init__()
+                self.vals = [0.0] * n
+            def size(self): return len(self.vals)
+            def dtype(self): return sw.DType.Floating
+            def get_value(self, i): return self.vals[i]
+            def set_value(self, i, v): self.vals[i] = v
+            def _release(self): self.vals = []
+        for k in range(50):
+            C = type(f"C{k}", (sw.CPU,), {})
+            D = type(f"D{k}", (sw.CPU,), {})
+            P = type(f"P{k}", (PyCarrier,), {})
+            t = sw.Tensor(C(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
+            r = sw.move(t, D(2, dtype=F32))
+            p = sw.move(sw.Tensor(P(2), 0, sw.Layout.canonical(sw.Shape([2]))), sw.Generic([0.0, 0.0]))
+            refs += [weakref.ref(C), weakref.ref(D), weakref.ref(P)]
+            del C, D, P, t, r, p
+        gc.collect()
+        alive = sum(1 for ref in refs if ref() is not None)
+        print("alive", alive)
+        # A class created later at a reused address is observed afresh.
+        E = type("E", (sw.CPU,), {})
+        assert sw.move(sw.Tensor(E(1), 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1))[0] == 0.0
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "alive 0" in r.stdout, r.stdout

@@ -9,12 +9,13 @@ submission from completion"; API.md 8, 9, 10).
 import gc
 import threading
 import time
+import weakref
 
 import pytest
 
 import strideweave as sw
-from strideweave.carriers import extension as ext
-from strideweave.carriers import move as move_api
+from strideweave.carriers import extension as ext, move as move_api
+
 from support.builders import F32, I32, slots, values
 from support.extension import (
     HeldCompletion, RouteLog, define, family, fresh, list_storage, packed_storage, route, tensor_of,
@@ -593,3 +594,88 @@ def test_profile_an_inline_and_a_failed_route_move():
     completes = {e.parent_id: e for e in evs if e.name == "move.complete"}
     assert all(s.succeeded for s in submits)
     assert [completes[s.id].succeeded for s in sorted(submits, key=lambda e: e.start_time_ns)] == [True, False]
+
+
+# ------------------------------------------------------------ participants are claimed while prepare runs; a prepared transfer lives until commit
+
+
+def _route_family(prepare_hook, result):
+    host, packed = type("HardHost", (sw.Carrier,), {}), type("HardPacked", (sw.Carrier,), {})
+    from support.extension import list_storage, packed_storage
+
+    def prepare(request):
+        held = prepare_hook(request)  # only this closure keeps it
+
+        def submit():
+            assert held is not False
+            src = request.tensor.carrier
+            for i in range(request.physical_span):
+                request.destination[i] = src[request.tensor.offset + i]
+            return result(request)
+
+        return ext.PreparedTransfer(submit)
+
+    ext.register_carrier_definition(host, ext.CarrierDefinition(
+        list_storage(), (ext.TransferRoute(host, packed, "hard-h2p", ext.TransferProvider(prepare)),)))
+    ext.register_carrier_definition(packed, ext.CarrierDefinition(packed_storage(), ()))
+    return host, packed
+
+
+def test_participants_are_claimed_while_prepare_runs():
+    seen = {}
+
+    def prepare_hook(request):
+        src, dst = request.tensor.carrier, request.destination
+        seen["owned"] = (src.is_owned(), dst.is_owned())
+        for name, c in (("src", src), ("dst", dst)):
+            try:
+                c[0] = 99.0
+                seen[name] = "written"
+            except RuntimeError as e:
+                seen[name] = str(e)
+
+    Host, Packed = _route_family(prepare_hook, lambda request: None)
+    h = Host(2, dtype=F32)
+    h[0], h[1] = 1.0, 2.0
+    t = sw.Tensor(h, 0, sw.Layout.canonical(sw.Shape([2])))
+    with sw.no_grad():
+        r = sw.move(t, Packed(2, dtype=F32))
+    assert seen["owned"] == (True, True)
+    assert "owned" in seen["src"] and "owned" in seen["dst"]
+    assert values(r) == [1.0, 2.0]
+
+
+def test_prepared_transfer_lives_until_terminal_completion():
+    class Resource:
+        pass
+
+    refs = []
+    done = threading.Event()
+
+    class Completion(ext.ProviderCompletion):
+        def __init__(self):
+            self.done = False
+
+        def wait(self):
+            assert done.wait(WAIT)
+            self.done = True
+
+    def prepare_hook(request):
+        res = Resource()
+        refs.append(weakref.ref(res))
+        return res
+
+    Host, Packed = _route_family(prepare_hook, lambda request: Completion())
+    h = Host(1, dtype=F32)
+    h[0] = 3.0
+    t = sw.Tensor(h, 0, sw.Layout.canonical(sw.Shape([1])))
+    with sw.no_grad():
+        handle = sw.move_async(t, Packed(1, dtype=F32))
+    gc.collect()
+    assert refs[0]() is not None, "the prepared transfer's resources were collected while the move is pending"
+    done.set()
+    r = handle.wait(timeout=WAIT)
+    assert r[0] == 3.0
+    del r, handle
+    gc.collect()
+    assert refs[0]() is None  # dropped after the terminal commit

@@ -6,6 +6,8 @@ import pytest
 
 from strideweave import Layout, Shape, Stride
 
+from support.process import snippet_stdout
+
 NOT_IN_DOMAIN = "Key is not in domain of shape"
 
 
@@ -452,3 +454,35 @@ class TestCanonicalAndBroadcast:
             src.broadcast_to(Shape(4, [5, 2]))
         with pytest.raises(ValueError, match="2 modes in the layout but 3"):
             src.broadcast_to(Shape(4, [3, 2, 1]))
+
+
+# ------------------------------------------------------------ nested Shape objects
+
+
+def test_nested_shape_objects_respect_depth_limit():
+    # Nested lists stop at 64 levels; wrapping Shape objects used to stack
+    # them without limit until the recursive tree code overflowed the C stack.
+    x = 1
+    for _ in range(63):
+        x = [x]
+    deepest = Shape([x])
+    assert deepest.depth == 64
+    assert Shape(deepest) == deepest and Shape([x, 2]).depth == 64
+    for wrap in (lambda s: Shape([s]), lambda s: Shape(2, s), lambda s: Stride([s])):
+        with pytest.raises(ValueError, match="deeper than 64 levels"):
+            wrap(deepest)
+
+
+def test_nested_shape_objects_cannot_overflow_the_stack():
+    snippet_stdout("""
+        from strideweave import Shape
+        s = Shape(1)
+        try:
+            for _ in range(1000):
+                x = s
+                for _ in range(60):
+                    x = [x]
+                s = Shape(x)
+        except ValueError as e:
+            print(e)
+    """, dev=True)

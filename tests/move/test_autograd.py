@@ -6,6 +6,7 @@ import strideweave as sw
 
 from support.builders import F32, I32, canonical, cpu_tensor, layout, values
 from support.moves import WAIT
+from support.process import run_snippet
 
 
 def file_tensor(vals, lay=None):
@@ -236,3 +237,29 @@ def test_a_cotangent_of_any_carrier_class_reaches_the_source_class():
     y.backward(cpu_tensor([3.0, 4.0]))  # a CPU cotangent for a FileBacked result
     assert type(x.grad.carrier) is sw.CPU and values(x.grad) == [3.0, 4.0]
     assert x.grad.autograd_ctx is None
+
+
+def test_move_node_dealloc_survives_collector_run_by_a_field_finalizer():
+    # The last reference to the destination carrier is the move node's; the
+    # carrier's __del__ runs the collector while the node is being freed. A
+    # node still tracked then is seen with refcount 0 and freed twice.
+    r = run_snippet("""
+        import gc
+        import strideweave as sw
+        F32 = sw.DType.Float32
+
+        class CollectingCPU(sw.CPU):
+            def __del__(self):
+                gc.collect()
+
+        t = sw.Tensor(sw.CPU(4, dtype=F32), 0, sw.Layout.canonical(sw.Shape([4])))
+        dest = CollectingCPU(4, dtype=F32)
+        r = sw.move(t, dest)
+        op = r.autograd_ctx
+        assert type(op) is sw.ElementwiseMoveOperation
+        del r, dest
+        del op
+        print("ok")
+    """, dev=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -12,6 +12,7 @@ import strideweave as sw
 from support.builders import F32, canonical, layout, values
 from support.carriers import SrcCPU
 from support.moves import Gate, WAIT, held_operation
+from support.process import assert_child_ok, run_snippet
 
 np = pytest.importorskip("numpy")
 
@@ -266,3 +267,37 @@ def test_exports_while_another_thread_moves_other_tensors():
     results, errors = run_threads(work, THREADS)
     assert errors == [None] * THREADS
     assert results == [2000 if k % 2 == 0 else "moved" for k in range(THREADS)]
+
+
+def test_many_blocking_moves_inside_copy_do_not_deadlock_the_pool():
+    r = assert_child_ok(run_snippet("""
+        import threading
+        import strideweave as sw
+        F32 = sw.DType.Float32
+        class Src(sw.CPU): pass
+        count = 80
+        entered = threading.Semaphore(0)
+        go = threading.Event()
+        class Nested(sw.ElementwiseMoveOperation):
+            def _copy(self, tensor, destination, output, element_count):
+                entered.release()
+                assert go.wait(30)
+                # A blocking move from the worker thread, while every other
+                # worker is doing the same.
+                inner = sw.Tensor(sw.CPU(1, dtype=F32), 0, sw.Layout.canonical(sw.Shape([1])))
+                sw.move(inner, sw.CPU(1, dtype=F32))
+                return super()._copy(tensor, destination, output, element_count)
+        sw.register_move_operation(Src, sw.CPU, Nested)
+        handles = []
+        for k in range(count):
+            c = Src(1, dtype=F32)
+            c[0] = float(k)
+            handles.append(sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1, dtype=F32)))
+        for _ in range(64):
+            assert entered.acquire(timeout=30), "64 _copy calls did not start"
+        go.set()
+        out = [h.wait(timeout=60)[0] for h in handles]
+        assert out == [float(k) for k in range(count)], out
+        print("done")
+    """, timeout=150))
+    assert "done" in r.stdout

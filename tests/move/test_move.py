@@ -619,3 +619,36 @@ def test_move_and_move_async_publish_the_same_result_shape():
         assert type(out.autograd_ctx) is sw.CpuToFileBackedMoveOperation
         results.append(values(out))
     assert results[0] == results[1] == [float(i) for i in range(8)]
+
+
+def test_a_destination_write_during_the_source_release_keeps_its_version_bump():
+    # The destination is given back before the source is released (the
+    # ordering contract), so a Python release hook lets another thread write
+    # it; the commit restored both versions only afterwards, erasing that
+    # public write's version bump (autograd would miss the modification).
+    import threading
+
+    in_release = threading.Event()
+    proceed = threading.Event()
+
+    class ReleaseHookCPU(sw.CPU):
+        def _release(self):
+            if threading.current_thread() is not threading.main_thread():
+                in_release.set()
+                assert proceed.wait(WAIT)
+            return super()._release()
+
+    t = sw.Tensor(ReleaseHookCPU(4, dtype=F32), 0, sw.Layout.canonical(sw.Shape([4])))
+    dest = sw.CPU(4, dtype=F32)
+    h = sw.move_async(t, dest)
+    try:
+        assert in_release.wait(WAIT)
+        assert not h.done
+        dest[0] = 7.0
+        assert dest.version == 1
+    finally:
+        proceed.set()
+    out = h.wait(timeout=WAIT)
+    assert out.carrier is dest
+    assert dest[0] == 7.0
+    assert dest.version == 1

@@ -427,3 +427,38 @@ def test_a_failing_source_release_fails_the_move_and_publishes_nothing():
     assert first.value is second.value
     assert not src.is_released() and not src.is_owned() and values(t) == [1.0, 2.0]
     assert not dest.is_owned() and dest.is_mutable() and dest.version == 0
+
+
+def test_wait_on_failed_handle_keeps_the_original_traceback():
+    from support.carriers import SrcCPU
+
+    class Failing(sw.ElementwiseMoveOperation):
+        def _copy(self, tensor, destination, output, element_count):
+            raise ValueError("boom")
+
+    src = SrcCPU(1, dtype=F32)
+    with sw.registered_move_operation(SrcCPU, sw.CPU, Failing):
+        h = sw.move_async(sw.Tensor(src, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1, dtype=F32))
+        seen = []
+        for _ in range(200):
+            try:
+                h.wait(timeout=WAIT)
+            except ValueError as e:
+                seen.append(e)
+    first = seen[0]
+    assert all(e is first for e in seen)
+
+    def depth(tb):
+        n = 0
+        while tb is not None:
+            n, tb = n + 1, tb.tb_next
+        return n
+
+    d = depth(first.__traceback__)
+    for _ in range(50):
+        try:
+            h.wait()
+        except ValueError as e:
+            assert e is first
+            assert depth(e.__traceback__) == d  # no growth per call
+    assert "boom" in str(first)

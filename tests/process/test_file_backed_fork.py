@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from support.process import run_python
+from support.process import run_python, snippet_stdout
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -275,3 +275,25 @@ def test_a_chain_of_forks_keeps_every_generation_apart(tmp_path):
     assert info["child"]["c"] == [0.0, 20.0, 2.0]
     assert info["parent"] == [10.0, 1.0, 2.0]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("child_exit", ["del fb; gc.collect(); os._exit(0)", "sys.exit(0)", "fb.release(); os._exit(0)"])
+def test_forked_child_does_not_remove_parent_files(child_exit):
+    out = snippet_stdout(f"""
+        import gc, os, sys
+        from strideweave import CPU, DType, FileBacked, Layout, Shape, Stride, Tensor, move
+        fb = FileBacked(dtype=DType.Float32)
+        src = CPU(2)
+        src[0] = 1.5
+        move(Tensor(src, 0, Layout(Shape(2), Stride(1))), fb)
+        path = fb.path
+        pid = os.fork()
+        if pid == 0:
+            {child_exit}
+        os.waitpid(pid, 0)
+        print(path.exists(), fb[0])
+        fb.release()
+        print(path.exists())
+    """, dev=True)
+    assert out.split() == ["True", "1.5", "False"]

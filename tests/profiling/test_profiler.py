@@ -9,9 +9,11 @@ import threading
 import pytest
 
 import strideweave as sw
+
 from support.builders import canonical, cpu_tensor
 from support.carriers import SrcCPU
-from support.moves import WAIT, Gate, held_operation
+from support.moves import Gate, WAIT, held_operation
+from support.process import run_snippet
 
 FIELDS = ["id", "parent_id", "name", "carrier_type", "implementation_type", "input_shapes",
           "start_time_ns", "duration_ns", "self_time_ns", "thread_id", "succeeded"]
@@ -407,3 +409,90 @@ def test_input_shapes_are_plain_nested_tuples_of_ints(tmp_path):
     import json
     slices = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "relu"]
     assert slices[0]["args"]["input_shapes"] == [[2, [3, 2]]]
+
+
+# ------------------------------------------------------------ the session outlives Python code run during a move or a read
+
+
+def test_move_keeps_the_profiling_session_alive_while_python_code_runs():
+    # move_async looked the session up once, then ran the operation's
+    # __init__ before using it; dropping the abandoned profile's last
+    # reference there (and letting an operation notice) freed the session.
+    r = run_snippet("""
+        import strideweave as sw
+        F32 = sw.DType.Float32
+
+        class SrcCPU(sw.CPU):
+            pass
+
+        class DstCPU(sw.CPU):
+            pass
+
+        x = sw.Tensor(sw.CPU(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
+        holder = []
+
+        class DropProfile(sw.ElementwiseMoveOperation):
+            def __init__(self):
+                super().__init__()
+                holder.clear()  # the last reference to the entered profile
+                sw.add(x, x)    # an operation looks the session up again
+
+        sw.register_move_operation(SrcCPU, DstCPU, DropProfile)
+        p = sw.profile()
+        p.__enter__()
+        holder.append(p)
+        del p
+        t = sw.Tensor(SrcCPU(4, dtype=F32), 0, sw.Layout.canonical(sw.Shape([4])))
+        with sw.no_grad():
+            r = sw.move_async(t, DstCPU(4, dtype=F32))
+            out = r.wait(timeout=10)
+        assert out.carrier.size() == 4
+        print("ok")
+    """, dev=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+F32 = sw.DType.Float32
+
+
+def test_profile_events_survive_events_recorded_by_a_finalizer_during_the_read():
+    # Session._events() built each tuple from a reference into the event
+    # vector; a collection triggered by that allocation ran a finalizer that
+    # recorded events, reallocating the vector under the loop (the moved-
+    # from entries then read back with empty names, or worse).
+    import gc
+
+    x = sw.Tensor(sw.CPU(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
+    state = {"stage": 0}
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            state["stage"] += 1
+            if state["stage"] == 1:
+                Cycle()  # garbage for the next collection, inside the loop
+            elif state["stage"] == 2:
+                for _ in range(40):
+                    sw.add(x, x)
+
+    with sw.profile() as p:
+        for _ in range(16):  # a full vector (capacity 16)
+            sw.add(x, x)
+        old = gc.get_threshold()
+        gc.collect()
+        gc.disable()
+        Cycle()
+        gc.set_threshold(1)
+        gc.enable()
+        try:
+            raw = p._session._events()
+        finally:
+            gc.set_threshold(*old)
+            gc.collect()
+    assert state["stage"] >= 2
+    assert len(raw) >= 16
+    assert [r[2] for r in raw] == ["add"] * len(raw)
+    assert len({r[0] for r in raw}) == len(raw)

@@ -58,3 +58,16 @@ def assert_child_ok(proc):
 def run_python_ok(code, **kwargs):
     """run_python, asserting the child succeeded (see assert_child_ok)."""
     return assert_child_ok(run_python(code, **kwargs))
+
+
+def run_snippet(code, *, dev=False, timeout=120, env=None):
+    """Runs code (dedented) in a child interpreter started in the imported
+    package's folder, under ``python -X dev`` (the runtime's extra checks)
+    when dev; returns the CompletedProcess. env adds to child_env()."""
+    return run_python(code, flags=("-X", "dev") if dev else (), cwd=PACKAGE_ROOT, env=env, timeout=timeout)
+
+
+def snippet_stdout(code, *, dev=False, timeout=120, env=None):
+    """run_snippet, asserting the child succeeded (its output in the
+    message); returns its stdout."""
+    return assert_child_ok(run_snippet(code, dev=dev, timeout=timeout, env=env)).stdout

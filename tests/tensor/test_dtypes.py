@@ -5,6 +5,8 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, DType, Generic
 
+from support.process import snippet_stdout
+
 
 F32, I32 = DType.Float32, DType.Int32
 
@@ -90,3 +92,25 @@ def test_compound_dtype_rejects_bad_planes(planes, exc):
 
     with pytest.raises(exc, match="simple_types"):
         Bad()
+
+
+def test_compound_dtype_name_survives_class_rename():
+    # The compound's name pointer borrowed the class's tp_name, freed when
+    # the class is renamed; the grad error message then read freed memory.
+    out = snippet_stdout("""
+        import gc, sys
+        from strideweave import CPU, DType, Layout, Shape, Stride, Tensor, CompoundDType
+        from strideweave.core import Subtensor, TensorRepresentation
+        C = type("".join(["Cmp", "q" * 40]), (CompoundDType,), {"simple_types": (DType.Float32,)})
+        rep = TensorRepresentation(C(), [Subtensor(DType.Float32, CPU(2), 0, Layout(Shape(2), Stride(1)))], [])
+        t = Tensor._from_representation(rep)
+        C.__name__ = "".join(["Renamed", "z" * 40])
+        C.__qualname__ = "Q"
+        gc.collect()
+        filler = ["".join(["y", str(i)]) * 20 for i in range(1000)]
+        try:
+            t.grad
+        except RuntimeError as e:
+            print(str(e).encode("ascii", "backslashreplace").decode())
+    """, dev=True)
+    assert "Renamed" + "z" * 40 in out and "not differentiable" in out

@@ -5,7 +5,8 @@ one-plane compound is a single-subtensor tensor."""
 import pytest
 
 import strideweave as sw
-from strideweave import CPU, DType, Generic, Layout, Shape, Tensor
+from strideweave import CompoundDType, CPU, DType, Generic, Layout, Shape, Stride, Tensor
+from strideweave.core import Subtensor, TensorRepresentation
 
 
 F32, I32 = DType.Float32, DType.Int32
@@ -152,3 +153,13 @@ def test_one_plane_compound_broadcast_view_keeps_the_logical_dtype():
     b = sw.broadcast_to(t, Shape(4))
     assert b.carrier is c and isinstance(b.dtype(), OnePlane)
     assert [b[i] for i in range(4)] == [3.0] * 4
+
+
+def test_representation_span_check_does_not_overflow():
+    class OnePlane(CompoundDType):
+        simple_types = (DType.Float32,)
+
+    # offset + cosize wraps past INT64_MAX: must still be "exceeds".
+    sub = Subtensor(DType.Float32, CPU(4), 2**62, Layout(Shape(2), Stride(2**62 - 1)))
+    with pytest.raises(ValueError, match="span exceeds carrier size"):
+        Tensor._from_representation(TensorRepresentation(OnePlane(), [sub], []))

@@ -9,6 +9,8 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 
+from support.process import snippet_stdout
+
 
 F32, I32 = DType.Float32, DType.Int32
 
@@ -128,3 +130,33 @@ def test_graph_collected_after_backward():
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
     assert x.grad is not None
+
+
+# ------------------------------------------------------------ Python subclasses of Tensor
+
+
+def test_tensor_subclass_dealloc_keeps_type_refcount():
+    # Tensor_dealloc dropped the heap subclass's type reference a second time
+    # (subtype_dealloc already does it), so the class soon died under live code.
+    snippet_stdout("""
+        import sys
+        from strideweave import CPU, Layout, Shape, Stride, Tensor
+        class T(Tensor): pass
+        c = CPU(4)
+        l = Layout(Shape(2), Stride(1))
+        before = sys.getrefcount(T)
+        for _ in range(50):
+            t = T(c, 0, l)
+            del t
+        assert sys.getrefcount(T) == before, (before, sys.getrefcount(T))
+    """, dev=True)
+
+
+def test_tensor_subclass_traverse_visits_type_once():
+    # subtype_traverse visits the heap type already; a second visit from the
+    # static base's tp_traverse under-counts the type's references in the GC.
+    class T(Tensor):
+        pass
+
+    t = T(CPU(2), 0, Layout(Shape(2), Stride(1)))
+    assert [r for r in gc.get_referents(t) if r is T] == [T]

@@ -2,19 +2,15 @@
 8, 9, 13; API.md section 12). Every scenario that could hang runs in a
 subprocess with a timeout."""
 import os
-import pathlib
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
-import strideweave as sw
+from support.process import PACKAGE_ROOT, child_env, run_snippet
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent
 
 # A move whose _copy blocks until the process dies.
 STUCK_MOVE = """
@@ -34,25 +30,12 @@ assert entered.wait(10)
 """
 
 
-def env_for(extra=None):
-    env = dict(os.environ)
-    if env.get("STRIDEWEAVE_BUILD"):
-        env["STRIDEWEAVE_BUILD"] = str(ROOT / env["STRIDEWEAVE_BUILD"])
-    env.update(extra or {})
-    return env
-
-
-def run_snippet(code, timeout=60, env_extra=None):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=PACKAGE_PARENT, env=env_for(env_extra),
-                          capture_output=True, text=True, timeout=timeout)
-
-
 # ------------------------------------------------------------ item 8
 
 def test_exit_abandons_a_stuck_move_after_the_timeout_with_a_warning():
     start = time.monotonic()
     r = run_snippet(STUCK_MOVE + "print('main done', flush=True)\n", timeout=60,
-                    env_extra={"STRIDEWEAVE_EXIT_TIMEOUT": "1"})
+                    env={"STRIDEWEAVE_EXIT_TIMEOUT": "1"})
     elapsed = time.monotonic() - start
     assert "main done" in r.stdout, r.stderr
     assert "abandoning 1 move(s) still pending at interpreter exit" in r.stderr, r.stderr
@@ -75,7 +58,7 @@ def test_exit_timeout_waits_for_a_slow_move_that_finishes_in_time():
         sw.register_move_operation(Src, sw.CPU, Slow)
         c = Src(1, dtype=F32)
         sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1, dtype=F32))
-    """, env_extra={"STRIDEWEAVE_EXIT_TIMEOUT": "20"})
+    """, env={"STRIDEWEAVE_EXIT_TIMEOUT": "20"})
     assert r.returncode == 0, r.stderr
     assert "copied" in r.stdout
     assert "abandoning" not in r.stderr
@@ -83,8 +66,8 @@ def test_exit_timeout_waits_for_a_slow_move_that_finishes_in_time():
 
 def test_ctrl_c_interrupts_the_exit_wait():
     code = STUCK_MOVE + "print('main done', flush=True)\n"
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=PACKAGE_PARENT,
-                         env=env_for({"STRIDEWEAVE_EXIT_TIMEOUT": "120"}), stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=PACKAGE_ROOT,
+                         env=child_env({"STRIDEWEAVE_EXIT_TIMEOUT": "120"}), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "main done"
@@ -140,7 +123,7 @@ def test_daemon_thread_submitting_forever_does_not_block_exit():
         threading.Thread(target=spam, daemon=True).start()
         assert started.wait(10)
         print("main done", flush=True)
-    """, env_extra={"STRIDEWEAVE_EXIT_TIMEOUT": "2"}, timeout=60)
+    """, env={"STRIDEWEAVE_EXIT_TIMEOUT": "2"}, timeout=60)
     assert "main done" in r.stdout, r.stderr
 
 
@@ -199,36 +182,3 @@ def test_fork_fails_pending_moves_in_the_child_and_gives_carriers_back():
 
 # ------------------------------------------------------------ item 13
 
-def test_carrier_classes_are_not_kept_alive_by_observation_or_moves():
-    r = run_snippet("""
-        import gc, weakref
-        import strideweave as sw
-        F32 = sw.DType.Float32
-        refs = []
-        class PyCarrier(sw.Carrier):
-            def __init__(self, n):
-                super().__init__()
-                self.vals = [0.0] * n
-            def size(self): return len(self.vals)
-            def dtype(self): return sw.DType.Floating
-            def get_value(self, i): return self.vals[i]
-            def set_value(self, i, v): self.vals[i] = v
-            def _release(self): self.vals = []
-        for k in range(50):
-            C = type(f"C{k}", (sw.CPU,), {})
-            D = type(f"D{k}", (sw.CPU,), {})
-            P = type(f"P{k}", (PyCarrier,), {})
-            t = sw.Tensor(C(2, dtype=F32), 0, sw.Layout.canonical(sw.Shape([2])))
-            r = sw.move(t, D(2, dtype=F32))
-            p = sw.move(sw.Tensor(P(2), 0, sw.Layout.canonical(sw.Shape([2]))), sw.Generic([0.0, 0.0]))
-            refs += [weakref.ref(C), weakref.ref(D), weakref.ref(P)]
-            del C, D, P, t, r, p
-        gc.collect()
-        alive = sum(1 for ref in refs if ref() is not None)
-        print("alive", alive)
-        # A class created later at a reused address is observed afresh.
-        E = type("E", (sw.CPU,), {})
-        assert sw.move(sw.Tensor(E(1), 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1))[0] == 0.0
-    """)
-    assert r.returncode == 0, r.stderr
-    assert "alive 0" in r.stdout, r.stdout

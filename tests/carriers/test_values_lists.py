@@ -1,9 +1,13 @@
 """new_like(values) on CPU and FileBacked stores a hole (None) as zero, in
 every dtype each one holds; a write of None through c[i] = v stays a
 TypeError (None is a hole in a values list, not a value)."""
+import textwrap
+
 import pytest
 
 import strideweave as sw
+
+from support.process import snippet_stdout
 
 F32, I32, BOOL, FLOATING = sw.DType.Float32, sw.DType.Int32, sw.DType.Bool, sw.DType.Floating
 
@@ -52,3 +56,31 @@ def test_writing_none_into_a_slot_is_still_refused(make):
     with pytest.raises(TypeError, match="NoneType"):
         c[0] = None
     assert c[0] == 1.0
+
+
+# ------------------------------------------------------------ a values list mutated by its own conversion
+
+
+MUTATING_VALUES = """
+    from strideweave import CPU, DType, FileBacked, Generic
+    values = []
+    class Clearing:
+        # Conversion runs this while the carrier walks the list's items.
+        def __float__(self):
+            values.clear()
+            return 1.0
+    def fresh():
+        values[:] = [Clearing()] + [float(i) + 0.5 for i in range(2000)]
+        return values
+"""
+
+
+@pytest.mark.parametrize("build", [
+    "Generic(fresh(), dtype=DType.Float32)",
+    "CPU(1).new_like(fresh())",
+    "Generic([1.0]).new_like(fresh())",
+    "FileBacked(dtype=DType.Float32).new_like(fresh())",
+])
+def test_values_list_cleared_during_conversion(build):
+    out = snippet_stdout(textwrap.dedent(MUTATING_VALUES) + f"c = {build}\nprint(c.size(), c[0], c[2000])\n", dev=True)
+    assert out.split() == ["2001", "1.0", "1999.5"]
