@@ -7,7 +7,7 @@ import strideweave as sw
 
 from support.builders import FILL, F32, layout, slots, tensor, values
 from support.carriers import ListCarrier, ReleasingListCarrier
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 
 def test_logical_placement_fills_every_unaddressed_slot():
@@ -44,5 +44,5 @@ def test_child_imports_the_same_package(tmp_path):
         import json, strideweave
         print(json.dumps(strideweave.__file__))
     """, flags=["-X", "dev"], cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert json.loads(r.stdout) == sw.__file__

@@ -12,7 +12,7 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, Layout, Shape, Tensor
 
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 # API.md section 0: import path -> the names it holds.
 PATHS = {
@@ -139,7 +139,7 @@ def test_import_does_not_import_numpy(tmp_path):
             "strideweave.carriers.extension, strideweave.carriers.tiled_evictable\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy'))")
     r = run_python(code, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "[]"
 
 

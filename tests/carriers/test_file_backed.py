@@ -11,7 +11,7 @@ from support import process
 
 from strideweave import DType, FileBacked, Generic
 
-from support.process import run_python as shared_run_python
+from support.process import assert_child_ok, run_python as shared_run_python
 
 
 def run_python(code, env_extra=None):
@@ -166,7 +166,7 @@ class TestStorage:
                 print("errno", e.errno == errno.EFBIG, f.size())
             """
         )
-        assert r.returncode == 0, r.stderr
+        assert_child_ok(r)
         assert r.stdout.strip() == "errno True 0"
 
 
@@ -223,7 +223,7 @@ class TestRemoval:
             """,
             {"TMPDIR": str(tmp_path)},
         )
-        assert r.returncode == 0, r.stderr
+        assert_child_ok(r)
         info = json.loads(r.stdout)
         d = pathlib.Path(info["dir"])
         assert d.parent == tmp_path  # the directory lives under $TMPDIR
@@ -244,7 +244,7 @@ class TestRemoval:
             """,
             {"TMPDIR": str(tmp_path)},
         )
-        assert r.returncode == 0, r.stderr
+        assert_child_ok(r)
         assert r.stdout.strip() == "0.0"
         assert list(tmp_path.iterdir()) == []
 

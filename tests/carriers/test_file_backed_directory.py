@@ -16,6 +16,7 @@ from support import process
 
 import strideweave
 from strideweave import DType, FileBacked
+from support.process import assert_child_ok
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(strideweave.__file__)))
 
@@ -31,7 +32,7 @@ def run_python(code, tmpdir, timeout=120):
     env["TMPDIR"] = str(tmpdir)
     r = subprocess.run([sys.executable, *process.SAFE_PATH, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                        env=env, timeout=timeout)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     return r.stdout
 
 

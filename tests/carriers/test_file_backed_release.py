@@ -14,7 +14,7 @@ import pytest
 from support import process
 
 import strideweave as sw
-from support.process import run_python as shared_run_python
+from support.process import assert_child_ok, run_python as shared_run_python
 
 F32 = sw.DType.Float32
 KIB = 1024
@@ -130,7 +130,7 @@ def test_exit_removes_large_files_and_the_directory(tmp_path):
         """,
         {"TMPDIR": str(tmp_path)},
     )
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     info = json.loads(r.stdout)
     for f in info["files"]:
         assert not pathlib.Path(f).exists()
@@ -164,7 +164,7 @@ def test_a_forked_child_releasing_a_large_inherited_file_leaves_it(tmp_path):
         """,
         {"TMPDIR": str(tmp_path)},
     )
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     info = json.loads(r.stdout)
     assert info == {"code": 0, "exists": True, "value": 5.0}
     assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -140,7 +140,7 @@ def test_a_user_file_survives_release_collection_and_exit(tmp_path):
         keep[1][2] = 7
         print("ok")
     """, env={"TMPDIR": str(tmp_path)})
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     assert region_of(p, 0, np.float32, 4) == [9.0, 1.0, 2.0, 3.0]
     assert region_of(tmp_path / "exit.bin", 0, np.int32, 3) == [0, 0, 7]
     # The process's own temporary directory went; the user's files stayed.
@@ -301,7 +301,7 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
         except ValueError as e:
             print("ValueError", e)
     """, timeout=60)
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     assert out.stdout.startswith("ValueError FileBacked needs a regular file"), out.stdout
 
 
@@ -341,7 +341,7 @@ def test_permission_errors(tmp_path):
         except PermissionError:
             print("PermissionError")
     """))
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     if out.stdout.strip() == "SKIP":
         pytest.skip("cannot drop root's capabilities here")
     assert out.stdout.split() == ["PermissionError", "PermissionError"]
@@ -364,6 +364,6 @@ def test_a_users_file_is_shared_across_fork(tmp_path):
         f[1] = 6.0
         print(f[0], f.path)
     """, env={"TMPDIR": str(tmp_path)})
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     assert out.stdout.split() == ["5.0", str(p)]
     assert region_of(p, 0, np.float32, 2) == [5.0, 6.0]

@@ -9,7 +9,7 @@ import pytest
 
 import strideweave as sw
 
-from support.process import run_python, snippet_stdout
+from support.process import assert_child_ok, run_python, snippet_stdout
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -33,7 +33,7 @@ def whole(c):
 
 def run_ok(code, timeout=120):
     r = run_python(code, timeout=timeout)
-    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-4000:])
+    assert_child_ok(r)
     return r.stdout
 
 

@@ -19,6 +19,7 @@ ZARR3 = "zarr-python 3 (zarr v3 format; Python 3.11+)"
 
 from strideweave.carriers import tensorstore as tsc  # noqa: E402
 from strideweave.carriers.tensorstore import TensorStoreCarrier, open_tensor  # noqa: E402
+from support.process import assert_child_ok
 
 F32, I32 = sw.DType.Float32, sw.DType.Int32
 WAIT = 30.0
@@ -344,7 +345,7 @@ except ImportError as e:
     print("IMPORTERROR", e)
 """
     r = run_python(code)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     # Names the extra and an install line that works: the public index's
     # `strideweave` is another project, so never `pip install strideweave[...]`.
     assert "IMPORTERROR" in r.stdout and "tensorstore extra" in r.stdout
@@ -355,5 +356,5 @@ except ImportError as e:
 def test_nothing_else_imports_tensorstore():
     r = run_python("import sys, strideweave, strideweave.carriers.extension, strideweave.carriers.move\n"
                    "print('tensorstore' in sys.modules)")
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "False"

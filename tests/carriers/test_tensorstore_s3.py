@@ -16,6 +16,7 @@ pytest.importorskip("moto.server", reason="moto[server] provides the loopback S3
 boto3 = pytest.importorskip("boto3")
 
 from strideweave.carriers.tensorstore import TensorStoreCarrier, open_tensor  # noqa: E402
+from support.process import assert_child_ok
 
 WAIT = 60.0
 
@@ -66,7 +67,7 @@ with sw.no_grad():
 print(json.dumps(out))
 """
     r = run_python(code)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [vals[i] for i in (2, 3, 4, 12, 13, 14)]
 
     # This process sees the other process's write.

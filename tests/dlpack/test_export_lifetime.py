@@ -16,7 +16,7 @@ import strideweave as sw
 
 from support.builders import values
 from support.dlpack import DELETER_GIL, DELETER_NOGIL, consume, cpu_carrier, cpu_tensor, inspect, layout
-from support.process import TESTS_DIR, run_python
+from support.process import TESTS_DIR, assert_child_ok, run_python
 
 
 def ones_like(t):
@@ -275,7 +275,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("flags", [[], ["-X", "dev"]], ids=["plain", "dev-mode"])
 def test_process_exits_cleanly_with_capsules_alive(flags):
     r = run_python(EXIT_SCRIPT, flags=flags, pythonpath=[TESTS_DIR], timeout=300)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "exiting"
     assert "Error" not in r.stderr and "Fatal" not in r.stderr, r.stderr
 

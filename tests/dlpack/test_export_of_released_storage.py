@@ -19,7 +19,7 @@ import pytest
 import strideweave as sw
 from strideweave import CPU, Layout, Shape, Stride, Tensor
 
-from support.process import REPO as ROOT
+from support.process import REPO as ROOT, assert_child_ok
 
 PACKAGE_PARENT = pathlib.Path(sw.__file__).resolve().parent.parent
 
@@ -70,7 +70,7 @@ def run(code, timeout=120):
         env["STRIDEWEAVE_BUILD"] = str(ROOT / env["STRIDEWEAVE_BUILD"])
     r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=PACKAGE_PARENT, env=env,
                        capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert_child_ok(r)
     return r.stdout
 
 

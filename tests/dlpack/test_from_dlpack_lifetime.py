@@ -17,7 +17,7 @@ import strideweave as sw
 from support.carriers import DstCPU
 from support.dlpack import DELETER_NOGIL, consume, deleted, producer_capsule
 from support.moves import Gate, WAIT, held_operation
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 
 def imported(values=(1.0, 2.0, 3.0)):
@@ -204,7 +204,7 @@ def imported():
 )
 def test_interpreter_exit_gives_it_back_exactly_once(body):
     r = run_python(EXIT_PRELUDE + body + "\nsys.stdout.flush()\n", flags=("-X", "dev"), timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.count("deleted\n") == 1, r.stdout
 
 
@@ -213,5 +213,5 @@ def test_exit_with_a_reexport_held_by_torch():
     r = run_python(EXIT_PRELUDE + "import torch\nt = imported()\nkeep = torch.from_dlpack(t)\n"
                    "t.carrier.release()\nassert keep.tolist() == [0.0, 1.0, 2.0]\nsys.stdout.flush()\n",
                    flags=("-X", "dev"), timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.count("deleted\n") <= 1, r.stdout  # torch may or may not free at exit; never twice

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import strideweave
-from support.process import REPO
+from support.process import REPO, assert_child_ok
 
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
@@ -46,7 +46,7 @@ def test_every_python_block_runs(document, minimum, tmp_path):
     blocks = python_blocks(document)
     assert len(blocks) >= minimum
     out = run_blocks(blocks, str(tmp_path))
-    assert out.returncode == 0, f"{document}:\n{out.stdout}\n{out.stderr}"
+    assert_child_ok(out)
 
 
 def test_the_guide_covers_what_it_promises():

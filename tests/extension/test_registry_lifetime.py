@@ -11,7 +11,7 @@ import weakref
 import strideweave as sw
 
 from support.extension import define, fresh, list_storage
-from support.process import run_snippet
+from support.process import assert_child_ok, run_snippet
 
 F32 = sw.DType.Float32
 
@@ -71,5 +71,5 @@ def test_carrier_classes_are_not_kept_alive_by_observation_or_moves():
         E = type("E", (sw.CPU,), {})
         assert sw.move(sw.Tensor(E(1), 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1))[0] == 0.0
     """)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "alive 0" in r.stdout, r.stdout

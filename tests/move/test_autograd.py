@@ -6,7 +6,7 @@ import strideweave as sw
 
 from support.builders import F32, I32, canonical, cpu_tensor, layout, values
 from support.moves import WAIT
-from support.process import run_snippet
+from support.process import assert_child_ok, run_snippet
 
 
 def file_tensor(vals, lay=None):
@@ -261,5 +261,5 @@ def test_move_node_dealloc_survives_collector_run_by_a_field_finalizer():
         del op
         print("ok")
     """, dev=True)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "ok"

@@ -13,7 +13,7 @@ from strideweave.carriers.move import register_move_operation, registered_move_o
 from support.builders import F32, cpu_tensor, values
 from support.carriers import DstCPU, SrcCPU
 from support.moves import Gate, held_operation
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 
 class OpA(sw.MoveOperation):
@@ -191,6 +191,6 @@ def test_no_move_starts_once_the_exit_drain_ran():
             print("refused:", e)
         print("in flight:", sw._core._moves_in_flight())
     """)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "refused: cannot start a move: interpreter shutdown has begun" in r.stdout
     assert "in flight: 0" in r.stdout

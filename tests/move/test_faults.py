@@ -22,7 +22,7 @@ import strideweave as sw
 from support.builders import F32, canonical, slots, values
 from support.carriers import SrcCPU
 from support.moves import Gate, WAIT, held_operation
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 np = pytest.importorskip("numpy")
 
@@ -47,7 +47,7 @@ def assert_unowned(*carriers):
 
 def run_child(code, tmp_path, timeout=120):
     proc = run_python(code, cwd=tmp_path, timeout=timeout)
-    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert_child_ok(proc)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -14,7 +14,7 @@ import strideweave as sw
 from support.builders import F32, canonical, cpu_tensor, values
 from support.carriers import ListCarrier, SrcCPU
 from support.moves import Gate, WAIT, held_operation
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 
 def src_tensor(vals=(1.0, 2.0, 3.0)):
@@ -347,7 +347,7 @@ def test_pending_move_completes_at_interpreter_exit(tmp_path):
         threading.Timer(0.2, gate.set).start()
     """)
     r = run_python(script, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert marker.read_text() == "7.0"
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import strideweave as sw
-from support.process import REPO
+from support.process import REPO, assert_child_ok
 
 SOURCE_PKG = os.path.join(REPO, "strideweave")
 
@@ -72,7 +72,7 @@ def _demo_env(**extra):
 
 
 def _check_demo_output(out):
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert_child_ok(out)
     text = out.stdout
     assert "NumPy  np.from_dlpack(x):    same memory=True" in text
     assert "NumPy  sw.from_dlpack(b[:, 1:]): same memory=True" in text  # the way back
@@ -104,7 +104,7 @@ def test_the_demo_writes_the_trace_to_the_path_given(tmp_path):
 
 def test_version_flag_prints_the_package_version():
     out = _run_demo(_demo_env(), "--version")
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     assert out.stdout.strip() == f"strideweave {sw.__version__}"
 
 

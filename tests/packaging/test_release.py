@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import strideweave as sw
-from support.process import REPO as ROOT
+from support.process import REPO as ROOT, assert_child_ok
 
 try:
     import tomllib
@@ -78,7 +78,7 @@ def test_the_release_scripts_are_executable_bash():
         assert os.access(path, os.X_OK), f"tools/{name} is not executable"
         assert path.read_text().startswith("#!/usr/bin/env bash\n")
         r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        assert_child_ok(r)
 
 
 def test_the_wheel_test_command_runs_outside_the_source_tree(tmp_path):
@@ -98,7 +98,7 @@ def test_the_wheel_test_command_runs_outside_the_source_tree(tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     r = subprocess.run(["bash", str(ROOT / "tools" / "test_installed.sh"), str(src)], env=env,
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert_child_ok(r)
     assert r.stdout.splitlines()[0] == f"strideweave {sw.__version__}"  # --version first
     assert "1 passed" in r.stdout
     cwd, imported = report.read_text().splitlines()

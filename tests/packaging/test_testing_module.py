@@ -8,6 +8,7 @@ import pytest
 from support import doubles
 from support import process
 import strideweave as sw
+from support.process import assert_child_ok
 
 _testing = doubles.testing_extension()  # the whole file is about it
 
@@ -15,7 +16,7 @@ _testing = doubles.testing_extension()  # the whole file is about it
 def run_python(code):
     """-P: the child must not see the tests folder (the checkout) first."""
     r = process.run_python(code, flags=process.SAFE_PATH)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     return r.stdout
 
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 
 RUNS = 20
 
@@ -98,7 +98,7 @@ def step():
 start(step)
 print("main done", flush=True)
 """, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "main done" in r.stdout and "late handler ran" in r.stdout
     assert "resumed after exit began" not in r.stdout
 
@@ -117,5 +117,5 @@ def late():
 atexit.register(late)
 import strideweave as sw
 """, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "late handler sum 1048576.0" in r.stdout

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from support.process import child_env, run_python
+from support.process import assert_child_ok, child_env, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals and flock")
 
@@ -89,7 +89,7 @@ def create_a_file_backed(tmp_path, how="temporary"):
         f = {CREATIONS[how]}
         print(json.dumps(sorted(os.listdir(tempfile.gettempdir()))))
     """, env={"TMPDIR": str(tmp_path)}, timeout=TIMEOUT)
-    assert out.returncode == 0, out.stderr
+    assert_child_ok(out)
     return json.loads(out.stdout)
 
 

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from support.process import run_python, snippet_stdout
+from support.process import assert_child_ok, run_python, snippet_stdout
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -83,7 +83,7 @@ def finish(pid):
 
 def run(body, tmp_path, timeout=120):
     proc = run_python(PRELUDE + textwrap.dedent(body), env={"TMPDIR": str(tmp_path)}, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
+    assert_child_ok(proc)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from support.process import PACKAGE_ROOT, child_env, run_snippet
+from support.process import PACKAGE_ROOT, assert_child_ok, child_env, run_snippet
 
 
 # A move whose _copy blocks until the process dies.
@@ -40,7 +40,7 @@ def test_exit_abandons_a_stuck_move_after_the_timeout_with_a_warning():
     assert "main done" in r.stdout, r.stderr
     assert "abandoning 1 move(s) still pending at interpreter exit" in r.stderr, r.stderr
     assert "timed out" in r.stderr
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert elapsed < 30
 
 
@@ -59,7 +59,7 @@ def test_exit_timeout_waits_for_a_slow_move_that_finishes_in_time():
         c = Src(1, dtype=F32)
         sw.move_async(sw.Tensor(c, 0, sw.Layout.canonical(sw.Shape([1]))), sw.CPU(1, dtype=F32))
     """, env={"STRIDEWEAVE_EXIT_TIMEOUT": "20"})
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "copied" in r.stdout
     assert "abandoning" not in r.stderr
 
@@ -102,7 +102,7 @@ def test_move_async_after_shutdown_began_raises_runtime_error():
         t = sw.Tensor(sw.CPU(1), 0, sw.Layout.canonical(sw.Shape([1])))
         sw.move(t, sw.CPU(1))  # moves work before shutdown
     """)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "refused:" in r.stdout and "shutdown" in r.stdout, r.stdout + r.stderr
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support.process import child_env, run_python
+from support.process import assert_child_ok, child_env, run_python
 
 # A tiled request whose tile transfer never ends: its carriers' exact-pair
 # route blocks.
@@ -38,7 +38,7 @@ print("main done", flush=True)
 def test_exit_waits_at_most_the_exit_timeout_for_a_stuck_request():
     start = time.monotonic()
     r = run_python(STUCK, env={"STRIDEWEAVE_EXIT_TIMEOUT": "1"}, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "main done" in r.stdout
     assert "abandoning 1 move(s) still pending at interpreter exit (timed out" in r.stderr, r.stderr
     assert time.monotonic() - start < 30
@@ -81,7 +81,7 @@ def test_a_request_after_shutdown_began_is_refused():
         atexit.register(late)
         import strideweave as sw
     """, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert "refused:" in r.stdout and "shutdown" in r.stdout, r.stdout
 
 
@@ -127,7 +127,7 @@ print("bad", bad)
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 def test_a_fork_while_requests_complete_never_leaves_a_childs_wait_hanging(tmp_path):
     r = run_python(FORK_WINDOW, cwd=tmp_path, timeout=240)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "bad 0", r.stdout + r.stderr
 
 
@@ -209,12 +209,12 @@ def test_an_eviction_pending_at_fork_fails_in_the_child_and_the_carrier_can_be_r
     # In a fresh interpreter: forking this multi-threaded test process (JAX
     # threads) could deadlock the child.
     r = run_python(FORK_EVICT, cwd=tmp_path, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "child 0"
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 def test_a_projection_pending_at_fork_fails_in_the_child_and_gives_everything_back(tmp_path):
     r = run_python(FORK_PENDING, cwd=tmp_path, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "child 0 [3.0, 4.0]", r.stdout + r.stderr

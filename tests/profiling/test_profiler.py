@@ -13,7 +13,7 @@ import strideweave as sw
 from support.builders import canonical, cpu_tensor
 from support.carriers import SrcCPU
 from support.moves import Gate, WAIT, held_operation
-from support.process import run_snippet
+from support.process import assert_child_ok, run_snippet
 
 FIELDS = ["id", "parent_id", "name", "carrier_type", "implementation_type", "input_shapes",
           "start_time_ns", "duration_ns", "self_time_ns", "thread_id", "succeeded"]
@@ -449,7 +449,7 @@ def test_move_keeps_the_profiling_session_alive_while_python_code_runs():
         assert out.carrier.size() == 4
         print("ok")
     """, dev=True)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "ok"
 
 

@@ -10,7 +10,7 @@ import pytest
 import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
 
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 from support.tiled import pending, tiles_layout
 
 F32 = sw.DType.Float32
@@ -131,5 +131,5 @@ gc.collect()
 
 def test_a_hook_dropping_the_callers_references_mid_request_is_harmless():
     r = run_python(HOOK_DROPS, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "[6.0, 7.0, 2.0, 3.0]"

@@ -19,7 +19,7 @@ from strideweave.carriers.move import register_move_operation, unregister_move_o
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet
 
 from support.carriers import FailingOp, FailPrimary, FailSecondary
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 from support.tiled import tiled_on_file
 
 F32 = sw.DType.Float32
@@ -140,7 +140,7 @@ print(json.dumps({"base": base, "full": full, "four": four, "held": te._primary_
 def test_rss_drops_when_tiles_are_evicted():
     import json
     proc = run_python(RSS_CHILD, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert_child_ok(proc)
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     MiB = 1 << 20
     # all 64 tiles resident: about 64 MiB more than before

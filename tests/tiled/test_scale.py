@@ -4,7 +4,7 @@ over 65,536 tiles completes (residency work is linear in the tiles it
 touches), and tiles of one slot per mode compute like any other. The
 scenarios that used to crash or run out of memory run in a subprocess."""
 
-from support.process import run_python
+from support.process import assert_child_ok, run_python
 from support.tiled import HWM_CHILD_PRELUDE, hwm_only, run_hwm_child
 
 HUGE_GRID = HWM_CHILD_PRELUDE + r"""
@@ -56,7 +56,7 @@ def test_one_request_over_65536_tiles_completes():
     # benchmark measures how it scales, this guards against the hang)
     import json
     r = run_python(MANY_TILES, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["primary"] == 1 << 16 and out["dirty"] == 0
 
@@ -89,5 +89,5 @@ print("ok")
 def test_tiles_of_one_slot_per_mode_compute_directly():
     # (reduce_sum, relu, add and mul crashed on these in the tile loop)
     r = run_python(ONE_SLOT_TILES, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_child_ok(r)
     assert r.stdout.strip() == "ok"

@@ -105,7 +105,7 @@ def test_readers_in_several_processes_see_a_writers_flushed_tiles(s3, tmp_path):
         outs = []
         for r in readers:
             out, err = r.communicate("stop\n", timeout=120)
-            assert r.returncode == 0, err
+            assert r.returncode == 0, f"reader exited with status {r.returncode}\n{out}\n{err}"
             outs.append(json.loads(out.strip().splitlines()[-1]))
     finally:
         for r in readers:
