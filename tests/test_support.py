@@ -1,4 +1,4 @@
-"""The shared test support in conftest.py does what the tests rely on: the
+"""The shared test support (tests/support/) does what the tests rely on: the
 one fill rule, both placements, and a child interpreter that imports the same
 strideweave as this process."""
 import json

@@ -727,7 +727,7 @@ def test_evictable_promote_refuses_an_int32_primary_from_the_hook():
 
 def test_evictable_replaces_an_undersized_non_empty_secondary_when_evicting():
     # (This once was a construction-time ValueError "too small"; eviction now
-    # fits the secondary: tests/test_evictable.py covers the details.)
+    # fits the secondary: the tests above cover the details.)
     p, s = cpu([1.0, 2.0, 3.0]), sw.CPU(2)
     ev = sw.Evictable(p, s)
     ev.evict()

@@ -5,7 +5,7 @@ API.md section 7).
 One test per spec scenario, named after it, plus argument validation, the
 check order, custom Python carriers, struct-level inspection through ctypes
 and the real consumers NumPy, PyTorch and JAX. Lifetime, threading and
-autograd interplay live in test_dlpack_lifetime.py.
+autograd interplay live in test_export_lifetime.py.
 """
 import sys
 

@@ -3,7 +3,7 @@ is (an exact CPU carrier viewing the producer's memory, one Layout mode per
 dimension), dtypes, copy and device semantics, mutability, the consumer
 protocol (arguments, the TypeError fallback, capsules) and its refusals.
 Lifetime is test_from_dlpack_lifetime.py; torch, JAX and tvm-ffi are
-test_from_dlpack_interop.py."""
+test_from_dlpack_producers.py."""
 import itertools
 
 import numpy as np

@@ -5,7 +5,7 @@ and random move destinations. Only the documented exceptions may come out
 (API.md sections 7 and 8, spec interop-movement), with their message
 fragments, in the documented order; a valid request must succeed and be
 exactly right; nothing may crash. (Layout keys and trees are fuzzed in
-test_layout_fuzz.py.)"""
+tests/layout/test_layout_properties.py.)"""
 import math
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st

@@ -1,9 +1,9 @@
 """Carrier extension: records, registration and sealing, definition-backed
 storage (spec: "Move routes are exact and definition-owned"; API.md 8 and 10).
 
-The helpers at the top (fresh definition-backed classes per test, since the
-registry is process-global and sealed) are shared with
-test_extension_routes.py.
+The definition-backed classes (fresh per test, since the registry is
+process-global and sealed) come from support.extension, shared with the
+other extension tests.
 """
 import struct
 

@@ -1,7 +1,7 @@
 """bool is an int subclass, but nowhere a number the library parses: DLPack
 version and device pairs, ownership tokens, mode numbers, the dlpack_info()
 hook's fields and the private native calls all refuse it, as sizes, offsets,
-indices and timeouts already do (tests/test_hardening_hooks.py)."""
+indices, timeouts and copy counts do."""
 import pytest
 
 import strideweave as sw

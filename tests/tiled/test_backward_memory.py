@@ -9,7 +9,7 @@ copies ``.grad`` commits, the same on both paths.) The forward on a primary
 the kernels do not read in place (a CPU subclass) is measured alongside.
 
 Run as a script for the report's table (peaks in MB, best-of-5 times in s):
-    STRIDEWEAVE_BUILD=build-dev PYTHONPATH=. python tests/test_tiled_backward_memory.py 64 1024 1024
+    STRIDEWEAVE_BUILD=build-dev PYTHONPATH=.:tests python tests/tiled/test_backward_memory.py 64 1024 1024
 """
 import json
 import sys

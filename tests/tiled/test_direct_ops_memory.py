@@ -5,7 +5,7 @@ place when primary-resident, else through a one-tile staging buffer), so
 their peak extra memory is about a tile beyond the result, not the tensor.
 
 The values, the single node and its backward, the residency policy call,
-the conflicts and the profiling are the ones tests/test_tiled_ops.py fixes
+the conflicts and the profiling are the ones tests/tiled/test_direct_ops.py fixes
 for the dense path; here on tensors of many tiles, mixed residency and
 several layouts, checked against NumPy; the peak RSS is measured in a child
 process (VmHWM after resetting it)."""
@@ -433,5 +433,5 @@ if __name__ == "__main__":
     # best-of-3 times (s) of add(w, w) and reduce_sum(w) tile by tile and on
     # the dense path (a dense copy of every tile, then the same kernel), all
     # tiles cold (on the file) and warm (primary-resident):
-    #   STRIDEWEAVE_BUILD=build-dev PYTHONPATH=. python tests/test_tiled_direct_ops_memory.py 64 1024 1024
+    #   STRIDEWEAVE_BUILD=build-dev PYTHONPATH=.:tests python tests/tiled/test_direct_ops_memory.py 64 1024 1024
     print(json.dumps(rss_child(*map(int, sys.argv[1:4]), repeat=3), indent=1))
