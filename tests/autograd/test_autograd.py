@@ -13,7 +13,7 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Operation, Shape, Stride, Tensor
 
 KINDS = ["cpu", "generic"]
-from support.builders import f32, tensor as make, values as vals
+from support.builders import BOOL, F32, I32, carrier_of, f32, flat_layout, tensor as make, values as vals, whole
 from support.process import snippet_stdout
 
 
@@ -633,42 +633,18 @@ def test_long_grad_chain_deallocates_without_recursion():
 # ------------------------------------------------------------ the grad setter
 
 
-F32 = sw.DType.Float32
-
-
-I32 = sw.DType.Int32
-
-
-BOOL = sw.DType.Bool
-
-
-def lay(n):
-    return sw.Layout(sw.Shape(n), sw.Stride(1))
-
-
-def cpu(vals, dtype=F32, cls=sw.CPU):
-    c = cls(len(vals), dtype=dtype)
-    for i, v in enumerate(vals):
-        c[i] = v
-    return c
-
-
-def whole(c):
-    return sw.Tensor(c, 0, lay(c.size()))
-
-
 def test_grad_setter_validates_dtype_shape_and_subtensors():
-    x = whole(cpu([1.0, 2.0, 3.0]))
+    x = whole(carrier_of([1.0, 2.0, 3.0]))
     with pytest.raises(TypeError, match="grad must be a Tensor or None"):
         x.grad = [1.0, 2.0, 3.0]
     with pytest.raises(TypeError, match="Float32 or Floating"):
-        x.grad = whole(cpu([1, 2, 3], dtype=I32))
+        x.grad = whole(carrier_of([1, 2, 3], dtype=I32))
     with pytest.raises(TypeError, match="Float32 or Floating"):
-        x.grad = whole(cpu([True, False, True], dtype=BOOL))
+        x.grad = whole(carrier_of([True, False, True], dtype=BOOL))
     with pytest.raises(ValueError, match="does not match the tensor's shape"):
-        x.grad = whole(cpu([1.0, 2.0]))
+        x.grad = whole(carrier_of([1.0, 2.0]))
     assert x.grad is None
-    g = whole(cpu([0.5, 0.5, 0.5]))
+    g = whole(carrier_of([0.5, 0.5, 0.5]))
     x.grad = g
     assert x.grad is g
     sw.reduce_sum(x).backward()
@@ -683,11 +659,11 @@ def test_grad_setter_refuses_a_multi_subtensor_tensor():
     class Planar(sw.CompoundDType):
         simple_types = (F32, I32)
 
-    layout = lay(2)
+    layout = flat_layout(2)
     rep = TensorRepresentation(Planar(), [Subtensor(F32, sw.CPU(2), 0, layout),
                                           Subtensor(I32, sw.CPU(2, dtype=I32), 0, layout)], [layout])
     multi = sw.Tensor._from_representation(rep)
-    x = whole(cpu([1.0, 2.0]))
+    x = whole(carrier_of([1.0, 2.0]))
     with pytest.raises(NotImplementedError, match="Multi-subtensor Tensor as grad"):
         x.grad = multi
     assert x.grad is None

@@ -9,26 +9,8 @@ import pytest
 
 import strideweave as sw
 
+from support.builders import F32, I32, carrier_of, flat_layout, whole
 from support.process import assert_child_ok, run_python, snippet_stdout
-
-F32 = sw.DType.Float32
-I32 = sw.DType.Int32
-BOOL = sw.DType.Bool
-
-
-def lay(n):
-    return sw.Layout(sw.Shape(n), sw.Stride(1))
-
-
-def cpu(vals, dtype=F32, cls=sw.CPU):
-    c = cls(len(vals), dtype=dtype)
-    for i, v in enumerate(vals):
-        c[i] = v
-    return c
-
-
-def whole(c):
-    return sw.Tensor(c, 0, lay(c.size()))
 
 
 def run_ok(code, timeout=120):
@@ -79,13 +61,13 @@ def test_dtype_hook_that_agrees_still_moves_and_computes_on_native_truth():
         def dtype(self):
             return F32
 
-    a = whole(cpu([1.0, -2.0, 3.0], cls=Same))
+    a = whole(carrier_of([1.0, -2.0, 3.0], cls=Same))
     out = sw.move(a, sw.CPU(3, dtype=F32))
     assert out.tolist() == [1.0, -2.0, 3.0]
-    back = sw.move(whole(cpu([4.0, 5.0, 6.0])), Same(3, dtype=F32))
+    back = sw.move(whole(carrier_of([4.0, 5.0, 6.0])), Same(3, dtype=F32))
     assert back.tolist() == [4.0, 5.0, 6.0]
-    a = whole(cpu([1.0, -2.0, 3.0], cls=Same))
-    b = whole(cpu([1.0, 1.0, 1.0], cls=Same))
+    a = whole(carrier_of([1.0, -2.0, 3.0], cls=Same))
+    b = whole(carrier_of([1.0, 1.0, 1.0], cls=Same))
     assert sw.add(a, b).tolist() == [2.0, -1.0, 4.0]
     assert sw.relu(a).tolist() == [1.0, 0.0, 3.0]
 
@@ -143,7 +125,7 @@ def test_undersized_allocate_like_result_is_refused_before_the_op_writes():
 
 def test_wrong_dtype_allocate_like_result_is_refused():
     Lying = _lying_cpu(lambda n: n, lambda d: I32)
-    t = whole(cpu([1.0, 2.0], cls=Lying))
+    t = whole(carrier_of([1.0, 2.0], cls=Lying))
     with pytest.raises(TypeError, match=r"allocate_like\(\) returned a carrier of dtype"):
         sw.add(t, t)
 
@@ -152,7 +134,7 @@ def test_wrong_class_allocate_like_result_is_refused():
     class Other(sw.CPU):
         def allocate_like(self, n, *, mutable=True, dtype=None, empty=False):
             return sw.CPU(n, dtype=dtype or F32)
-    t = whole(cpu([1.0, 2.0], cls=Other))
+    t = whole(carrier_of([1.0, 2.0], cls=Other))
     with pytest.raises(TypeError, match=r"allocate_like\(\) must return a Other"):
         sw.add(t, t)
 
@@ -192,10 +174,10 @@ def test_new_like_result_is_checked_for_value_carriers():
         def new_like(self, values, *, mutable=True, dtype=None):
             return Retyped([int(v) for v in values], dtype=sw.DType.Int32)
 
-    t = sw.Tensor(Short([1.0, 2.0, 3.0], dtype=F), 0, lay(3))
+    t = sw.Tensor(Short([1.0, 2.0, 3.0], dtype=F), 0, flat_layout(3))
     with pytest.raises(RuntimeError, match=r"new_like\(\) returned a carrier of 1 slots, expected at least 3"):
         sw.add(t, t)
-    u = sw.Tensor(Retyped([1.0, 2.0, 3.0], dtype=F), 0, lay(3))
+    u = sw.Tensor(Retyped([1.0, 2.0, 3.0], dtype=F), 0, flat_layout(3))
     with pytest.raises(TypeError, match=r"new_like\(\) returned a carrier of dtype"):
         sw.add(u, u)
 

@@ -6,11 +6,10 @@ takes the native path too instead of recursing."""
 import pytest
 
 import strideweave as sw
+
 from support.builders import F32, I32
 
 BOOL = sw.DType.Bool
-
-
 BASES = {"CPU": sw.CPU, "Generic": sw.Generic, "FileBacked": sw.FileBacked}
 
 

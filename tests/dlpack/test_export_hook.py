@@ -11,8 +11,6 @@ from support.process import snippet_stdout
 
 
 F32 = sw.DType.Float32
-
-
 LAY2 = sw.Layout.canonical(sw.Shape(2))
 
 

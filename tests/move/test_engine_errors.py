@@ -12,18 +12,8 @@ from strideweave.carriers.move import register_move_operation, registered_move_o
 
 from support.builders import F32, cpu_tensor, values
 from support.carriers import DstCPU, SrcCPU
-from support.moves import Gate, held_operation
+from support.moves import Gate, OpA, OpB, held_operation
 from support.process import assert_child_ok, run_python
-
-
-class OpA(sw.MoveOperation):
-    def _copy(self, tensor, destination, output, element_count):
-        for i in range(output.size()):
-            output[i] = tensor[i]
-
-
-class OpB(OpA):
-    pass
 
 
 # ------------------------------------------------------------ capacity (submit_policy)
@@ -72,15 +62,6 @@ def test_a_pending_wait_times_out_and_later_completes():
 
 
 # ------------------------------------------------------------ registry (RouteTable)
-
-@pytest.fixture
-def clean_pair():
-    yield SrcCPU, DstCPU
-    try:
-        unregister_move_operation(SrcCPU, DstCPU)
-    except KeyError:
-        pass
-
 
 def test_registry_conflicts_and_misses_keep_their_messages(clean_pair):
     register_move_operation(SrcCPU, DstCPU, OpA)

@@ -7,8 +7,6 @@ import strideweave as sw
 
 
 F32 = sw.DType.Float32
-
-
 WAIT = 10.0
 
 

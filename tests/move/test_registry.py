@@ -9,26 +9,7 @@ from strideweave.carriers.move import (
 
 from support.builders import canonical, cpu_tensor, values
 from support.carriers import DstCPU, SrcCPU
-
-
-class OpA(sw.MoveOperation):
-    def _copy(self, tensor, destination, output, element_count):
-        for i in range(output.size()):
-            output[i] = tensor[i]
-
-
-class OpB(OpA):
-    pass
-
-
-@pytest.fixture
-def clean_pair():
-    """Leaves (SrcCPU, DstCPU) unregistered whatever a test does."""
-    yield SrcCPU, DstCPU
-    try:
-        unregister_move_operation(SrcCPU, DstCPU)
-    except KeyError:
-        pass
+from support.moves import OpA, OpB
 
 
 def test_register_and_dispatch_an_exact_legacy_pair(clean_pair):

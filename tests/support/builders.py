@@ -5,6 +5,7 @@ import strideweave as sw
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
+BOOL = sw.DType.Bool
 
 # The one fill rule: every slot of a built carrier that no given value lands
 # in holds FILL (False for Bool), so a read of an unaddressed slot shows up.
@@ -92,3 +93,21 @@ def two_plane_tensor():
     return sw.Tensor._from_representation(TensorRepresentation(
         Planar(), [Subtensor(F32, sw.CPU(2), 0, lay), Subtensor(sw.DType.Int32, sw.CPU(2, dtype=sw.DType.Int32), 0, lay)],
         [lay]))
+
+
+def carrier_of(vals, dtype=F32, cls=sw.CPU):
+    """A carrier of class cls holding exactly vals (no fill)."""
+    c = cls(len(vals), dtype=dtype)
+    for i, v in enumerate(vals):
+        c[i] = v
+    return c
+
+
+def flat_layout(n):
+    """Layout(Shape(n), Stride(1)): n contiguous elements."""
+    return sw.Layout(sw.Shape(n), sw.Stride(1))
+
+
+def whole(c):
+    """The rank-1 tensor over every slot of c."""
+    return sw.Tensor(c, 0, flat_layout(c.size()))

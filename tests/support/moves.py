@@ -35,3 +35,16 @@ def held_operation(gate, base=sw.ElementwiseMoveOperation, fail=None):
             return super()._copy(tensor, destination, output, element_count)
 
     return HeldMove
+
+
+class OpA(sw.MoveOperation):
+    """A legacy registry entry that copies value by value (its class name
+    shows in the registry's messages)."""
+
+    def _copy(self, tensor, destination, output, element_count):
+        for i in range(output.size()):
+            output[i] = tensor[i]
+
+
+class OpB(OpA):
+    """A second, distinct entry."""

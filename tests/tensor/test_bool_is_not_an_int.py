@@ -6,7 +6,7 @@ import pytest
 
 import strideweave as sw
 
-from support.builders import canonical
+from support.builders import F32, canonical, carrier_of, flat_layout
 
 
 def cpu_tensor():
@@ -79,26 +79,12 @@ def test_private_native_calls_refuse_bools():
     assert p.events() == []
 
 
-F32 = sw.DType.Float32
-
-
-def lay(n):
-    return sw.Layout(sw.Shape(n), sw.Stride(1))
-
-
-def cpu(vals, dtype=F32, cls=sw.CPU):
-    c = cls(len(vals), dtype=dtype)
-    for i, v in enumerate(vals):
-        c[i] = v
-    return c
-
-
 @pytest.mark.parametrize("call,fragment", [
     (lambda: sw.CPU(True), "size must be an int, not bool"),
     (lambda: sw.CPU(size=False), "size must be an int, not bool"),
     (lambda: sw.CPU(4).allocate_like(True), "size must be an int, not bool"),
     (lambda: sw.CPU(4)._reserve(True), "size must be an int, not bool"),
-    (lambda: sw.Tensor(sw.CPU(4), True, lay(3)), "offset must be an int"),
+    (lambda: sw.Tensor(sw.CPU(4), True, flat_layout(3)), "offset must be an int"),
     (lambda: sw.CPU(4)[True], "carrier indices must be integers, not bool"),
     (lambda: sw.CPU(4).__setitem__(False, 1.0), "carrier indices must be integers, not bool"),
     (lambda: sw.FileBacked(True), "not bool"),
@@ -109,7 +95,7 @@ def test_bool_is_refused_as_a_size_offset_or_index(call, fragment):
 
 
 def test_bool_is_refused_as_a_wait_timeout_and_a_copy_count():
-    src = sw.Tensor(cpu([1.0, 2.0]), 0, lay(2))
+    src = sw.Tensor(carrier_of([1.0, 2.0]), 0, flat_layout(2))
     h = sw.move_async(src, sw.CPU(2))
     with pytest.raises(TypeError, match="timeout must be a number or None, not bool"):
         h.wait(timeout=True)
@@ -117,8 +103,8 @@ def test_bool_is_refused_as_a_wait_timeout_and_a_copy_count():
     assert out.tolist() == [1.0, 2.0]
     from strideweave.core import Subtensor
     with pytest.raises(TypeError, match="offset must be an int, not bool"):
-        Subtensor(F32, sw.CPU(2), True, lay(2))
+        Subtensor(F32, sw.CPU(2), True, flat_layout(2))
     dst = sw.CPU(1)
     with pytest.raises(TypeError, match="count must be an int, not bool"):
-        sw.ElementwiseMoveOperation()._copy(sw.Tensor(cpu([1.0]), 0, lay(1)), dst, sw.Tensor(dst, 0, lay(1)), True)
+        sw.ElementwiseMoveOperation()._copy(sw.Tensor(carrier_of([1.0]), 0, flat_layout(1)), dst, sw.Tensor(dst, 0, flat_layout(1)), True)
     assert not dst.is_owned()

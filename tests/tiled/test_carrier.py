@@ -6,7 +6,7 @@ import strideweave as sw
 from strideweave.carriers.tiled_evictable import TiledEvictable, TileSelection, TileSet, TileState
 
 from support.builders import ramp_cpu
-from support.tiled import pending, tiles_layout
+from support.tiled import pending, tiled_ramp, tiles_layout
 
 F32 = sw.DType.Float32
 
@@ -331,13 +331,8 @@ def full(te):
     return sw.Tensor(te, 0, te.canonical_layout())
 
 
-def ramp_tiled(n_tiles=4, tile=2):
-    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
-    return te, full(te)
-
-
 def test_broadcast_to_refuses_a_raw_tiled_tensor():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     with pytest.raises(TypeError, match="TiledEvictable"):
         sw.broadcast_to(t, sw.Shape([[2, 4]]))
     # a projected tensor is ordinary: it broadcasts
@@ -350,7 +345,7 @@ def test_broadcast_to_refuses_a_raw_tiled_tensor():
                                   lambda te, t: te.scatter(te.project(t, TileSelection([[0]])).wait(), t,
                                                            TileSelection([[0]]))])
 def test_handles_are_not_operands_of_any_operation(make):
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     h = make(te, t)
     for op in (lambda: sw.add(h, t), lambda: sw.mul(h, 2.0), lambda: sw.mul(2.0, h), lambda: sw.relu(h),
                lambda: sw.reduce_sum(h), lambda: sw.broadcast_to(h, sw.Shape([2]))):
@@ -361,7 +356,7 @@ def test_handles_are_not_operands_of_any_operation(make):
 
 @pytest.mark.parametrize("call", [sw.move, sw.move_async])
 def test_public_moves_out_of_and_into_a_tiled_evictable_name_both_classes(call):
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     with pytest.raises(NotImplementedError) as e:
         call(t, sw.CPU(8))
     assert "TiledEvictable" in str(e.value) and "CPU" in str(e.value)
@@ -375,7 +370,7 @@ def test_public_moves_out_of_and_into_a_tiled_evictable_name_both_classes(call):
 
 
 def test_dlpack_refusal_on_every_residency():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     te.evict(TileSet([(0,)]))
     for tensor in (t, sw.Tensor(TiledEvictable(sw.CPU(0), sw.CPU(0), (1,), (2,)), 0,
                                 tiles_layout((1,), (2,)))):

@@ -17,8 +17,7 @@ from strideweave.carriers.tiled_evictable import (
 
 F32 = sw.DType.Float32
 from support.carriers import FailingOp, FailPrimary, FailSecondary
-from support.tiled import tiled_ramp as tiled
-from support.builders import ramp_cpu
+from support.tiled import tiled_ramp, tiled_ramp as tiled
 
 
 # ------------------------------------------------------------------ the hooks
@@ -238,13 +237,8 @@ def full(te):
     return sw.Tensor(te, 0, te.canonical_layout())
 
 
-def ramp_tiled(n_tiles=4, tile=2):
-    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
-    return te, full(te)
-
-
 def test_await_kinds_share_the_completion_base_and_are_read_only():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     for make in (lambda: te.evict_async(TileSet([(1,)])), lambda: te.project(t, TileSelection([[1]]))):
         h = make()
         assert isinstance(h, sw.AwaitResult)

@@ -8,7 +8,7 @@ from strideweave.carriers.tiled_evictable import AwaitProjection, TiledEvictable
 
 from support.builders import ramp_cpu
 from support.carriers import FailingOp, FailPrimary, FailSecondary
-from support.tiled import pending, tiles_layout
+from support.tiled import pending, tiled_ramp, tiles_layout
 
 F32 = sw.DType.Float32
 
@@ -418,14 +418,9 @@ def compact_of_class(sel, tile, start=0.0, cls=sw.CPU):
     return sw.Tensor(c, 0, lay)
 
 
-def ramp_tiled(n_tiles=4, tile=2):
-    te = TiledEvictable(ramp_cpu(n_tiles * tile), sw.FileBacked(dtype=F32), (n_tiles,), (tile,))
-    return te, full(te)
-
-
 def test_project_refuses_a_tensor_of_another_tiled_evictable():
-    te, t = ramp_tiled()
-    other, ot = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
+    other, ot = tiled_ramp(tile=2)
     with pytest.raises(TypeError, match="backed by this TiledEvictable"):
         te.project(ot, TileSelection([[0]]))
     with pytest.raises(TypeError, match="Tensor"):
@@ -437,7 +432,7 @@ def test_project_refuses_an_evictable_destination_and_a_subclass_of_the_compute_
     class SubCPU(sw.CPU):
         pass
 
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     ev = sw.Evictable(sw.CPU(2), sw.FileBacked(dtype=F32))
     with pytest.raises(TypeError, match="dependent"):
         te.project(t, TileSelection([[1]]), ev)
@@ -447,14 +442,14 @@ def test_project_refuses_an_evictable_destination_and_a_subclass_of_the_compute_
 
 
 def test_project_checks_the_released_carrier_before_the_selection():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     te.release()
     with pytest.raises(RuntimeError, match="released"):
         te.project(t, TileSelection([[0]]))
 
 
 def test_a_projection_is_eager_returns_an_ordinary_dense_tensor_and_keeps_the_source():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     te.evict(TileSet([(2,)]))
     v = te.version
     h = te.project(t, TileSelection([[2, 0]]))
@@ -469,7 +464,7 @@ def test_a_projection_is_eager_returns_an_ordinary_dense_tensor_and_keeps_the_so
 
 
 def test_the_projected_tensor_gets_its_normal_node_after_the_gather_node():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     r = te.project(t, TileSelection([[3, 1]])).wait()
     y = sw.mul(r, r)
     assert y.autograd_ctx is not None and y.autograd_ctx.inputs() == (r, r)
@@ -483,7 +478,7 @@ def test_the_projected_tensor_gets_its_normal_node_after_the_gather_node():
 
 
 def test_scatter_result_has_the_template_geometry_and_tier_kinds_and_leaves_inputs_alone():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     sel = TileSelection([[3, 0]])
     compact = compact_of_class(sel, (2,), start=50.0)
     cv, tv = compact.carrier.version, te.version
@@ -511,8 +506,8 @@ def test_scatter_add_onto_implicit_zero_tiles():
 
 
 def test_scatter_refuses_another_tiled_evictable_template_and_an_incompatible_one():
-    te, t = ramp_tiled()
-    other, ot = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
+    other, ot = tiled_ramp(tile=2)
     sel = TileSelection([[1]])
     compact = compact_of_class(sel, (2,))
     with pytest.raises(TypeError, match="backed by this TiledEvictable"):
@@ -531,7 +526,7 @@ def test_scatter_refuses_an_evictable_or_subclass_backed_compact():
     class SubCPU(sw.CPU):
         pass
 
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     sel = TileSelection([[1]])
     lay = tiles_layout((1,), (2,))
     ev = sw.Evictable(sw.CPU(2), sw.FileBacked(dtype=F32))
@@ -568,7 +563,7 @@ def test_a_failed_scatter_publishes_nothing_and_leaves_both_inputs_usable():
 
 
 def test_scatter_records_no_node_without_grad_mode():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     sel = TileSelection([[1]])
     compact = compact_of_class(sel, (2,))
     with sw.no_grad():
@@ -689,7 +684,7 @@ def test_an_empty_allocatable_destination_of_the_compute_class_grows_to_the_comp
 
 
 def test_a_projection_into_a_given_destination_also_gets_the_gather_node():
-    te, t = ramp_tiled()
+    te, t = tiled_ramp(tile=2)
     dest = sw.CPU(4)
     r = te.project(t, TileSelection([[2, 0]]), dest).wait()
     assert r.carrier is dest and r.autograd_ctx.inputs() == (t,)
