@@ -1,13 +1,16 @@
 """The shared test support (tests/support/) does what the tests rely on: the
-one fill rule, both placements, and a child interpreter that imports the same
-strideweave as this process."""
+one fill rule, both placements, a child interpreter that imports the same
+strideweave as this process, and a child's failure reported as one assertion
+with its output."""
 import json
+
+import pytest
 
 import strideweave as sw
 
 from support.builders import FILL, F32, layout, slots, tensor, values
 from support.carriers import ListCarrier, ReleasingListCarrier
-from support.process import assert_child_ok, run_python
+from support.process import assert_child_ok, run_python, run_snippet, snippet_stdout
 
 
 def test_logical_placement_fills_every_unaddressed_slot():
@@ -46,3 +49,28 @@ def test_child_imports_the_same_package(tmp_path):
     """, flags=["-X", "dev"], cwd=tmp_path)
     assert_child_ok(r)
     assert json.loads(r.stdout) == sw.__file__
+
+
+def test_a_failed_child_is_one_assertion_showing_its_status_and_output():
+    r = run_python("""
+        print("said on stdout")
+        assert 1 == 2, "the child's own assertion"
+    """)
+    with pytest.raises(AssertionError) as e:
+        assert_child_ok(r)
+    message = str(e.value)
+    assert "child exited with status 1" in message
+    assert "said on stdout" in message
+    assert "AssertionError: the child's own assertion" in message
+    assert assert_child_ok(run_python("print('fine')")).stdout == "fine\n"
+
+
+def test_a_snippet_runs_in_the_package_folder_under_dev_mode_when_asked():
+    out = snippet_stdout("""
+        import os, sys, strideweave
+        print(os.getcwd() == os.path.dirname(os.path.dirname(strideweave.__file__)), sys.flags.dev_mode)
+    """, dev=True)
+    assert out.split() == ["True", "True"]
+    assert run_snippet("import sys; print(sys.flags.dev_mode)").stdout.strip() == "False"
+    with pytest.raises(AssertionError, match="ZeroDivisionError"):
+        snippet_stdout("1 / 0")
