@@ -13,7 +13,7 @@
 
 #include "convert.hpp"
 #include "dtype.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw::data {
 

@@ -12,7 +12,7 @@
 
 #include <dlpack/dlpack.h>
 #include "dtype.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "storage.hpp"
 #include "subtensor_rules.hpp"
 

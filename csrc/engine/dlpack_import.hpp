@@ -14,7 +14,7 @@
 
 #include <dlpack/dlpack.h>
 #include "dtype.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "storage.hpp"
 
 namespace sw::dlpack {

@@ -1,7 +1,7 @@
 // Native strided elementwise kernels (see kernels.hpp for the contract).
 #include "kernels.hpp"
 
-#include "layout_iter.hpp"
+#include "layout/iter.hpp"
 #include "strided_copy.hpp"
 
 #include <array>

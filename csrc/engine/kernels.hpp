@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "dtype.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw::kernels {
 

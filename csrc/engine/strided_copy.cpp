@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "layout_iter.hpp"
+#include "layout/iter.hpp"
 
 namespace sw {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

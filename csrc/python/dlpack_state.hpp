@@ -11,7 +11,7 @@
 
 #include <dlpack/dlpack.h>
 #include "dlpack_export.hpp"
-#include "layout_iter.hpp"
+#include "layout/iter.hpp"
 
 namespace swpy {
 

@@ -9,7 +9,7 @@
 
 #include "dtype.hpp"
 #include "layout_object.hpp"
-#include "layout_slice.hpp"
+#include "layout/slice.hpp"
 
 namespace swpy {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "transfer/copy_plan.hpp"
 
 namespace swtest {

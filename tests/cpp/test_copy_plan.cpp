@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "file_io.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "storage.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

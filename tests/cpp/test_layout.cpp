@@ -7,7 +7,7 @@
 #include <random>
 #include <set>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "builders.hpp"
 
 using swtest::L;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "builders.hpp"
 
 using swtest::L;

@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "layout.hpp"
-#include "layout_iter.hpp"
+#include "layout/layout.hpp"
+#include "layout/iter.hpp"
 
 namespace {
 

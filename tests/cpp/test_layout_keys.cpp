@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layout_keys.hpp"
+#include "layout/keys.hpp"
 #include "builders.hpp"
 
 using swtest::L;

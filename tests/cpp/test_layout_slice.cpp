@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "layout_slice.hpp"
-#include "tree_rules.hpp"
+#include "layout/slice.hpp"
+#include "layout/tree_rules.hpp"
 #include "builders.hpp"
 
 using swtest::L;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "strided_copy.hpp"
 #include "builders.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "tree_rules.hpp"
+#include "layout/tree_rules.hpp"
 #include "builders.hpp"
 
 using swtest::L;

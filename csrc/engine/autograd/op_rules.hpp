@@ -14,7 +14,7 @@
 
 #include "dtype.hpp"
 #include "kernels.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw::ops {
 

@@ -20,7 +20,7 @@
 
 #include "dtype.hpp"
 #include "kernels.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "tiled/tile_split.hpp"
 
 namespace sw::tiled {

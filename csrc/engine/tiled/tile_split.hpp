@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

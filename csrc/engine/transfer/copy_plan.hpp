@@ -12,8 +12,8 @@
 #include <exception>
 #include <vector>
 
-#include "layout.hpp"
-#include "layout_iter.hpp"
+#include "layout/layout.hpp"
+#include "layout/iter.hpp"
 #include "storage.hpp"
 
 namespace sw {

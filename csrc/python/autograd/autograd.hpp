@@ -8,7 +8,7 @@
 #include <Python.h>
 
 #include "dtype.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace swpy {
 

@@ -15,7 +15,7 @@
 #include <new>
 
 #include "autograd/ops_support.hpp"
-#include "layout_slice.hpp"
+#include "layout/slice.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"

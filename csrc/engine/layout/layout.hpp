@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "layout_iter.hpp"
+#include "layout/iter.hpp"
 
 namespace sw {
 

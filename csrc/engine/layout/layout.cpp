@@ -1,5 +1,5 @@
 // Layout math on CuTe-style shape/stride trees (see layout.hpp).
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,5 +1,5 @@
 // Shape/Stride/Layout object rules (tree_rules.hpp).
-#include "tree_rules.hpp"
+#include "layout/tree_rules.hpp"
 
 #include <stdexcept>
 

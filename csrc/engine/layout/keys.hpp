@@ -16,7 +16,7 @@
 #pragma once
 #include <cstdint>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

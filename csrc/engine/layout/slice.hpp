@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

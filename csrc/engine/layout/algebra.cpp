@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

@@ -1,7 +1,7 @@
 // Slicing a layout (layout_slice.hpp).
-#include "layout_slice.hpp"
+#include "layout/slice.hpp"
 
-#include "layout_keys.hpp"
+#include "layout/keys.hpp"
 
 namespace sw {
 
