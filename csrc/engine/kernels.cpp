@@ -1,6 +1,7 @@
 // Native strided elementwise kernels (see kernels.hpp for the contract).
 #include "kernels.hpp"
 
+#include "layout/algebra.hpp"
 #include "layout/iter.hpp"
 #include "strided_copy.hpp"
 

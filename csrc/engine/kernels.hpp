@@ -1,6 +1,6 @@
 // Native strided elementwise kernels for the differentiable operations.
 //
-// Coordinates are walked by the one walker of layout_iter.hpp (contiguous modes
+// Coordinates are walked by the one walker of layout/iter.hpp (contiguous modes
 // merged into long runs). Every operand is a base pointer (already advanced by
 // the tensor's offset) plus its depth-first list of leaf modes. All operands of
 // one call iterate the same coordinate space: their leaf lists have the same

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "layout/algebra.hpp"
 #include "strided_copy.hpp"
 
 namespace {

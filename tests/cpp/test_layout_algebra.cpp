@@ -1,4 +1,4 @@
-// GoogleTest for the layout algebra free functions (layout_algebra.cpp):
+// GoogleTest for the layout algebra free functions (layout/algebra.hpp):
 // compact, coalesce, broadcast_shapes, reduction_leaves, gradient_layout,
 // cotangent_fit and the small leaf-list helpers.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/algebra.hpp"
 #include "layout/layout.hpp"
 #include "builders.hpp"
 

@@ -1,4 +1,4 @@
-// GoogleTest for the K-operand coordinate walker (csrc/engine/layout_iter.hpp).
+// GoogleTest for the K-operand coordinate walker (csrc/engine/layout/iter.hpp).
 // Expected index sequences come from a naive odometer written here.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Coordinate keys (csrc/engine/layout_keys.hpp), read through a test reader
+// Coordinate keys (csrc/engine/layout/keys.hpp), read through a test reader
 // over a small key tree.
 #include <gtest/gtest.h>
 

@@ -1,9 +1,10 @@
-// Slicing a layout (csrc/engine/layout_slice.hpp): views of basic indexing.
+// Slicing a layout (csrc/engine/layout/slice.hpp): views of basic indexing.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "layout/algebra.hpp"
 #include "layout/slice.hpp"
 #include "layout/tree_rules.hpp"
 #include "builders.hpp"

@@ -9,6 +9,7 @@
 
 #include "autograd/op_rules.hpp"
 #include "builders.hpp"
+#include "layout/algebra.hpp"
 
 using swtest::L;
 using swtest::N;

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "layout/algebra.hpp"
 #include "layout/layout.hpp"
 #include "tiled/tile_split.hpp"
 #include "builders.hpp"

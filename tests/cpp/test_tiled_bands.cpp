@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "builders.hpp"
+#include "layout/algebra.hpp"
 #include "tiled/bands.hpp"
 
 using sw::DTypeCode;

@@ -1,4 +1,4 @@
-// Shape/Stride/Layout object rules (csrc/engine/tree_rules.hpp).
+// Shape/Stride/Layout object rules (csrc/engine/layout/tree_rules.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "autograd/graph.hpp"
+#include "layout/algebra.hpp"
 
 namespace sw::ops {
 

@@ -1,10 +1,10 @@
-// Free functions of the layout algebra (declared in layout.hpp): compact,
+// Free functions of the layout algebra (declared in layout/algebra.hpp): compact,
 // coalesce, division by a tiler, broadcasting, and the gradient layout rules
 // of autograd.
 #include <stdexcept>
 #include <string>
 
-#include "layout/layout.hpp"
+#include "layout/algebra.hpp"
 
 namespace sw {
 

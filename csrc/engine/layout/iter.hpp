@@ -139,4 +139,12 @@ bool walk(const JointModes<K>& m, F&& f) {
   });
 }
 
+// Calls f(ordinal, index) for every coordinate in colexicographic order (a
+// thin wrapper over the walker above).
+template <class F>
+void for_each_index(const std::vector<LeafMode>& leaves, F&& f) {
+  int64_t ordinal = 0;
+  walk(joint_modes<1>({&leaves}), [&](const Indices<1>& i) { f(ordinal++, i[0]); });
+}
+
 }  // namespace sw

@@ -1,8 +1,10 @@
-// Layout math on CuTe-style shape/stride trees (see layout.hpp).
+// Layout math on CuTe-style shape/stride trees (see layout/layout.hpp).
 #include "layout/layout.hpp"
 
 #include <algorithm>
 #include <numeric>
+
+#include "layout/algebra.hpp"
 
 namespace sw {
 

@@ -1,6 +1,7 @@
-// Slicing a layout (layout_slice.hpp).
+// Slicing a layout (layout/slice.hpp).
 #include "layout/slice.hpp"
 
+#include "layout/algebra.hpp"
 #include "layout/keys.hpp"
 
 namespace sw {

@@ -1,4 +1,4 @@
-// Shape/Stride/Layout object rules (tree_rules.hpp).
+// Shape/Stride/Layout object rules (layout/tree_rules.hpp).
 #include "layout/tree_rules.hpp"
 
 #include <stdexcept>

@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include "dtype.hpp"
+#include "layout/algebra.hpp"
 #include "layout/layout.hpp"
 
 namespace swpy {

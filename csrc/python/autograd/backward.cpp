@@ -23,6 +23,7 @@
 #include "autograd/ops_support.hpp"
 #include "kernels.hpp"
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"

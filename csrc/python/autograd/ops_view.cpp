@@ -15,6 +15,7 @@
 #include <new>
 
 #include "autograd/ops_support.hpp"
+#include "layout/algebra.hpp"
 #include "layout/slice.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
