@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace sw {
 

@@ -11,10 +11,10 @@
 #include <span>
 
 #include <dlpack/dlpack.h>
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
 #include "storage.hpp"
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 
 namespace sw::dlpack {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "convert.hpp"
+#include "data/convert.hpp"
 
 namespace sw::dlpack {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <dlpack/dlpack.h>
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
 #include "storage.hpp"
 

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace sw::evictable {
 

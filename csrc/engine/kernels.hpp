@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
 
 namespace sw::kernels {

@@ -17,7 +17,7 @@
 #include <limits>
 #include <variant>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace sw::codec {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "carrier_kinds.hpp"
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "ownership.hpp"
 #include "storage.hpp"
 #include "dtype_object.hpp"

@@ -22,8 +22,8 @@
 #include <cmath>
 #include <vector>
 
-#include "data_shape.hpp"
-#include "dtype_info.hpp"
+#include "data/shape.hpp"
+#include "dtype/info.hpp"
 #include "kernels.hpp"
 #include "slot_codec.hpp"
 #include "carrier_object.hpp"

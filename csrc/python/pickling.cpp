@@ -17,7 +17,7 @@
 // subclass of Carrier may define its own __reduce__, which wins.
 #include <cstring>
 
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 #include "slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "slot_codec.hpp"
 
 namespace swpy {

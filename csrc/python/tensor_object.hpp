@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout_object.hpp"
 #include "layout/slice.hpp"
 

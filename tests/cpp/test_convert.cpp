@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "convert.hpp"
+#include "data/convert.hpp"
 
 namespace {
 sw::ScalarFormat fmt(const char* s) {

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "data_shape.hpp"
+#include "data/shape.hpp"
 
 namespace d = sw::data;
 using Step = d::NestedShape::Step;

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 
 using sw::DTypeCode;
 

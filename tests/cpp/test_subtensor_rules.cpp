@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 
 using sw::IntTree;
 using sw::Layout;

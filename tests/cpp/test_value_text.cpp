@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "value_text.hpp"
+#include "tensor/value_text.hpp"
 
 using sw::text::kCut;
 using sw::text::Summary;

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "kernels.hpp"
 #include "layout/layout.hpp"
 

@@ -18,7 +18,7 @@
 #include <functional>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "kernels.hpp"
 #include "layout/layout.hpp"
 #include "tiled/tile_split.hpp"

@@ -7,7 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout/algebra.hpp"
 #include "layout/layout.hpp"
 

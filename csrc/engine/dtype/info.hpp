@@ -8,7 +8,7 @@
 #include <span>
 #include <string_view>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace sw {
 

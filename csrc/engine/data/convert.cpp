@@ -1,4 +1,4 @@
-#include "convert.hpp"
+#include "data/convert.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // The built-in dtype table (dtype_info.hpp).
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 
 namespace sw {
 

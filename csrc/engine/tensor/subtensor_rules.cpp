@@ -1,5 +1,5 @@
 // Tensor and TensorRepresentation validity rules (subtensor_rules.hpp).
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 
 namespace sw {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace sw {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
-#include "dtype.hpp"
+#include "data/convert.hpp"
+#include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
 
 namespace sw::data {

@@ -1,5 +1,5 @@
 // The text of a tensor's values (value_text.hpp).
-#include "value_text.hpp"
+#include "tensor/value_text.hpp"
 
 #include <algorithm>
 #include <charconv>

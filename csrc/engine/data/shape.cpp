@@ -1,5 +1,5 @@
 // The shape side of strideweave.tensor(data) (data_shape.hpp).
-#include "data_shape.hpp"
+#include "data/shape.hpp"
 
 namespace sw::data {
 
