@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "carrier_kinds.hpp"
+#include "carriers/kinds.hpp"
 #include "dtype/dtype.hpp"
-#include "ownership.hpp"
-#include "storage.hpp"
+#include "carriers/ownership.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "dtype_object.hpp"
 #include "slot_values.hpp"
 

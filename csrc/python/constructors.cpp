@@ -24,8 +24,8 @@
 
 #include "data/shape.hpp"
 #include "dtype/info.hpp"
-#include "kernels.hpp"
-#include "slot_codec.hpp"
+#include "ops/kernels.hpp"
+#include "storage/slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <dlpack/dlpack.h>
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 #include "layout/iter.hpp"
 
 namespace swpy {

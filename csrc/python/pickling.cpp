@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "dtype/info.hpp"
-#include "slot_codec.hpp"
+#include "storage/slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

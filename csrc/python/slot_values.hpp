@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "dtype/dtype.hpp"
-#include "slot_codec.hpp"
+#include "storage/slot_codec.hpp"
 
 namespace swpy {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "temp_directory.hpp"
+#include "files/temp_directory.hpp"
 
 namespace swtest {
 

@@ -6,8 +6,8 @@
 #include <new>
 #include <stdexcept>
 
-#include "carrier_kinds.hpp"
-#include "storage.hpp"
+#include "carriers/kinds.hpp"
+#include "storage/aligned_buffer.hpp"
 
 using sw::CarrierKind;
 using sw::DTypeCode;

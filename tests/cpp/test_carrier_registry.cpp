@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "carrier_registry.hpp"
+#include "carriers/registry.hpp"
 
 namespace X = sw::ext;
 

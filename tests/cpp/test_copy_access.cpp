@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "movement/copy_access.hpp"
-#include "ownership.hpp"
+#include "carriers/ownership.hpp"
 
 using sw::Ownership;
 using sw::movement::copy_access;

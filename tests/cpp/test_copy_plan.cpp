@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "file_io.hpp"
+#include "files/io.hpp"
 #include "layout/layout.hpp"
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <vector>
 
-#include "file_io.hpp"
-#include "storage.hpp"
+#include "files/io.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

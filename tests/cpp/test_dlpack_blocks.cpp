@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "builders.hpp"
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 
 using sw::IntTree;
 using sw::Layout;

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 #include "builders.hpp"
 
 using swtest::L;

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "dlpack_import.hpp"
-#include "storage.hpp"
+#include "dlpack/import.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 
 namespace dl = sw::dlpack;
 using sw::DTypeCode;

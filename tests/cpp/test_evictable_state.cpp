@@ -2,7 +2,7 @@
 // state through evict / promote / failed release / drop.
 #include <gtest/gtest.h>
 
-#include "evictable_state.hpp"
+#include "carriers/evictable_state.hpp"
 
 namespace E = sw::evictable;
 

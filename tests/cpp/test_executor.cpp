@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 using namespace std::chrono_literals;
 

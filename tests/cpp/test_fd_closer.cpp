@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fd_closer.hpp"
+#include "files/fd_closer.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <system_error>
 #include <vector>
 
-#include "file_io.hpp"
-#include "storage.hpp"
+#include "files/io.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace {
 std::string temp_path(const char* tag) {

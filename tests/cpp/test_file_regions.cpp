@@ -19,11 +19,11 @@
 #include <system_error>
 #include <vector>
 
-#include "file_io.hpp"
+#include "files/io.hpp"
 #include "files_support.hpp"
-#include "file_store.hpp"
-#include "storage.hpp"
-#include "temp_directory.hpp"
+#include "files/store.hpp"
+#include "storage/aligned_buffer.hpp"
+#include "files/temp_directory.hpp"
 #include "transfer/copy_plan.hpp"
 
 namespace {

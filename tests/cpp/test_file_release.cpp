@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "fd_closer.hpp"
-#include "storage.hpp"
+#include "files/fd_closer.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace {
 

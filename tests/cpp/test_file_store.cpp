@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "file_store.hpp"
+#include "files/store.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "executor.hpp"
-#include "ownership.hpp"
+#include "runtime/executor.hpp"
+#include "carriers/ownership.hpp"
 #include "transfer/copy_plan.hpp"
 
 using namespace std::chrono_literals;

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/job_tracker.hpp"
 
 using sw::movement::DrainReport;

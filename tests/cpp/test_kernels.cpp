@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 
 namespace {
 

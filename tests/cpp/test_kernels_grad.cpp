@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "layout/algebra.hpp"
-#include "strided_copy.hpp"
+#include "transfer/strided_copy.hpp"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "metal_buffer.hpp"
-#include "metal_fake_runtime.hpp"
+#include "metal/buffer.hpp"
+#include "metal/fake_runtime.hpp"
 
 namespace M = sw::metal;
 using Call = M::FakeRuntime::Call;

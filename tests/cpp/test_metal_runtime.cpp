@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "metal_fake_runtime.hpp"
+#include "metal/fake_runtime.hpp"
 
 using sw::metal::DeviceError;
 using sw::metal::FakeRuntime;

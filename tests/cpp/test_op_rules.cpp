@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/op_rules.hpp"
+#include "ops/rules.hpp"
 #include "builders.hpp"
 #include "layout/algebra.hpp"
 

@@ -1,7 +1,7 @@
 // sw::Ownership: tokens and thread-bound, re-entrant owner access.
 #include <gtest/gtest.h>
 
-#include "ownership.hpp"
+#include "carriers/ownership.hpp"
 
 TEST(Ownership, ClaimRelinquish) {
   sw::Ownership o;

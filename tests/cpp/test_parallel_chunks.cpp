@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 #include "transfer/copy_plan.hpp"
 #include "transfer/parallel_copy.hpp"
 #include "builders.hpp"

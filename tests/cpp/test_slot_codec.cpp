@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "slot_codec.hpp"
+#include "storage/slot_codec.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <utility>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace {
 

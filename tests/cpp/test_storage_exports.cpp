@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "dlpack_export.hpp"
-#include "storage.hpp"
+#include "dlpack/export.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "builders.hpp"
 
 using swtest::all_zero;

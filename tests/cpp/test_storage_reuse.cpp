@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "builders.hpp"
 
 using swtest::all_zero;

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "builders.hpp"
 
 using swtest::all_zero;

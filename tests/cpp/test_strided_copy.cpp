@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layout/layout.hpp"
-#include "strided_copy.hpp"
+#include "transfer/strided_copy.hpp"
 #include "builders.hpp"
 
 using swtest::iota;

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/submit_policy.hpp"
 
 using namespace std::chrono_literals;

@@ -10,7 +10,7 @@
 #include <string>
 #include <system_error>
 
-#include "temp_directory.hpp"
+#include "files/temp_directory.hpp"
 
 namespace {
 

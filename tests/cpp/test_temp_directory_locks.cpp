@@ -14,7 +14,7 @@
 #include <string>
 
 #include "files_support.hpp"
-#include "temp_directory.hpp"
+#include "files/temp_directory.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 namespace sw {
 

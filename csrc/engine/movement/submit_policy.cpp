@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "movement/job_tracker.hpp"
 
 namespace sw::movement {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "dtype/dtype.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "layout/layout.hpp"
 #include "tiled/tile_split.hpp"
 

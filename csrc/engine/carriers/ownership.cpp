@@ -1,4 +1,4 @@
-#include "ownership.hpp"
+#include "carriers/ownership.hpp"
 
 #include <cstddef>
 #include <random>

@@ -1,10 +1,10 @@
-#include "carrier_kinds.hpp"
+#include "carriers/kinds.hpp"
 
 #include <cstdint>
 #include <new>
 #include <stdexcept>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace sw {
 

@@ -1,9 +1,9 @@
 // Native strided elementwise kernels (see kernels.hpp for the contract).
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 
 #include "layout/algebra.hpp"
 #include "layout/iter.hpp"
-#include "strided_copy.hpp"
+#include "transfer/strided_copy.hpp"
 
 #include <array>
 #include <cmath>

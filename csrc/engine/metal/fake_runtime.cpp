@@ -1,4 +1,4 @@
-#include "metal_fake_runtime.hpp"
+#include "metal/fake_runtime.hpp"
 
 #include <chrono>
 #include <cstring>

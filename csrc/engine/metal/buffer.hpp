@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "metal_runtime.hpp"
+#include "metal/runtime.hpp"
 
 namespace sw::metal {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dtype/dtype.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "layout/layout.hpp"
 
 namespace sw::ops {

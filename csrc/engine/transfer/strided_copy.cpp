@@ -1,5 +1,5 @@
 // Host copy kernels for moves (see strided_copy.hpp).
-#include "strided_copy.hpp"
+#include "transfer/strided_copy.hpp"
 
 #include <cstring>
 

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "metal_runtime.hpp"
+#include "metal/runtime.hpp"
 
 namespace sw::metal {
 

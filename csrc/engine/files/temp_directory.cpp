@@ -1,4 +1,4 @@
-#include "temp_directory.hpp"
+#include "files/temp_directory.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Native storage: 64-byte aligned host buffers and file-backed slot storage.
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -19,7 +19,7 @@
 #include <system_error>
 #include <vector>
 
-#include "fd_closer.hpp"
+#include "files/fd_closer.hpp"
 
 namespace sw {
 

@@ -1,4 +1,4 @@
-#include "carrier_registry.hpp"
+#include "carriers/registry.hpp"
 
 #include <functional>
 

@@ -39,8 +39,8 @@
 #include <system_error>
 #include <unordered_map>
 
-#include "storage.hpp"
-#include "temp_directory.hpp"
+#include "storage/aligned_buffer.hpp"
+#include "files/temp_directory.hpp"
 
 namespace sw {
 

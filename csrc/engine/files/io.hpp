@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace sw {
 

@@ -1,4 +1,4 @@
-#include "metal_buffer.hpp"
+#include "metal/buffer.hpp"
 
 #include <cstdint>
 #include <new>

@@ -1,4 +1,4 @@
-#include "metal_runtime.hpp"
+#include "metal/runtime.hpp"
 
 #include <mutex>
 

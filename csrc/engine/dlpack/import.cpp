@@ -1,5 +1,5 @@
 // DLPack import decisions and copies (see dlpack_import.hpp).
-#include "dlpack_import.hpp"
+#include "dlpack/import.hpp"
 
 #include <cstring>
 #include <stdexcept>

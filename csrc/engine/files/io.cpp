@@ -1,5 +1,5 @@
 // Bulk file span copies (see file_io.hpp).
-#include "file_io.hpp"
+#include "files/io.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>

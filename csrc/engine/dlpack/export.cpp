@@ -2,7 +2,7 @@
 // dlpack_export.hpp). Plain malloc/free on purpose (behind a per-thread
 // free list): the deleter may run on a thread without the GIL, where the
 // Python allocator must not be used.
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 
 #include <algorithm>
 #include <cstddef>

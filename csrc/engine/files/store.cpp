@@ -1,4 +1,4 @@
-#include "file_store.hpp"
+#include "files/store.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "file_io.hpp"
+#include "files/io.hpp"
 
 namespace sw {
 

@@ -13,7 +13,7 @@
 #include <dlpack/dlpack.h>
 #include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "tensor/subtensor_rules.hpp"
 
 namespace sw::dlpack {

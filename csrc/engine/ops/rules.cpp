@@ -1,4 +1,4 @@
-#include "autograd/op_rules.hpp"
+#include "ops/rules.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "evictable_state.hpp"
+#include "carriers/evictable_state.hpp"
 
 namespace sw::evictable {
 

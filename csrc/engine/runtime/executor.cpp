@@ -1,5 +1,5 @@
 // The transfer executor (see executor.hpp).
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 #include <cxxabi.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 // Closing file descriptors on one background thread (see fd_closer.hpp).
-#include "fd_closer.hpp"
+#include "files/fd_closer.hpp"
 
 #include <pthread.h>
 #include <sched.h>

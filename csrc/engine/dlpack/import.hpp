@@ -15,7 +15,7 @@
 #include <dlpack/dlpack.h>
 #include "dtype/dtype.hpp"
 #include "layout/layout.hpp"
-#include "storage.hpp"
+#include "storage/aligned_buffer.hpp"
 
 namespace sw::dlpack {
 
