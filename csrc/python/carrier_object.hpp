@@ -12,6 +12,7 @@
 #include "carriers/kinds.hpp"
 #include "dtype/dtype.hpp"
 #include "carriers/ownership.hpp"
+#include "files/file_storage.hpp"
 #include "storage/aligned_buffer.hpp"
 #include "dtype_object.hpp"
 #include "slot_values.hpp"

@@ -12,7 +12,7 @@
 
 #include "files/io.hpp"
 #include "layout/layout.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

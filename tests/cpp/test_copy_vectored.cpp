@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "files/io.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

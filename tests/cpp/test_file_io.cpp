@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "files/io.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 
 namespace {
 std::string temp_path(const char* tag) {

@@ -22,7 +22,7 @@
 #include "files/io.hpp"
 #include "files_support.hpp"
 #include "files/store.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 #include "files/temp_directory.hpp"
 #include "transfer/copy_plan.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "files/fd_closer.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "files/file_storage.hpp"
 #include "storage/aligned_buffer.hpp"
 
 namespace {

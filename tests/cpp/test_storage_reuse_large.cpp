@@ -11,6 +11,7 @@
 
 #include "storage/aligned_buffer.hpp"
 #include "builders.hpp"
+#include "storage/reuse_cache.hpp"
 
 using swtest::all_zero;
 using swtest::kSanitized;

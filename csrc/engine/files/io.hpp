@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 
 namespace sw {
 

@@ -39,7 +39,7 @@
 #include <system_error>
 #include <unordered_map>
 
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 #include "files/temp_directory.hpp"
 
 namespace sw {

@@ -14,7 +14,7 @@
 
 #include "layout/layout.hpp"
 #include "layout/iter.hpp"
-#include "storage/aligned_buffer.hpp"
+#include "files/file_storage.hpp"
 
 namespace sw {
 
