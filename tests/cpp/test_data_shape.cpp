@@ -1,4 +1,4 @@
-// The shape side of strideweave.tensor(data) (csrc/engine/data_shape.hpp).
+// The shape side of strideweave.tensor(data) (csrc/engine/data/shape.hpp).
 #include <gtest/gtest.h>
 
 #include <vector>

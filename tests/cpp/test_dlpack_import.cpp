@@ -1,4 +1,4 @@
-// DLPack import decisions (dlpack_import.hpp): which DLTensors a CPU carrier
+// DLPack import decisions (dlpack/import.hpp): which DLTensors a CPU carrier
 // views in place, which a copy resolves, which are refused; the leaves, the
 // row-major copy, and the managed tensor's deleter running exactly once.
 #include <gtest/gtest.h>

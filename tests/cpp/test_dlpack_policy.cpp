@@ -1,5 +1,5 @@
 // The export decisions of __dlpack__ (the "export decisions" section of
-// csrc/engine/dlpack_export.hpp).
+// csrc/engine/dlpack/export.hpp).
 #include <gtest/gtest.h>
 
 #include <climits>

@@ -1,4 +1,4 @@
-// The built-in dtype table (csrc/engine/dtype_info.hpp).
+// The built-in dtype table (csrc/engine/dtype/info.hpp).
 #include <gtest/gtest.h>
 
 #include <string>

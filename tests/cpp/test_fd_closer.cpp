@@ -1,4 +1,4 @@
-// The background closer (fd_closer.hpp): every descriptor handed over is
+// The background closer (files/fd_closer.hpp): every descriptor handed over is
 // closed, in a burst past the queue bounds too; a forked child (where the
 // parent's thread does not exist) closes its copies of the queued
 // descriptors and starts a closer of its own.

@@ -1,7 +1,7 @@
 // FileStorage::close_and_unlink: the file is gone from the file system when
 // the call returns, whatever its size; its descriptor is closed by then too,
 // except a file of kDeferredCloseBytes up, whose descriptor the background
-// closer (fd_closer.hpp) closes shortly after.
+// closer (files/fd_closer.hpp) closes shortly after.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>

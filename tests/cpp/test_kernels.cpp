@@ -1,4 +1,4 @@
-// GoogleTest for the strided elementwise kernels (csrc/engine/kernels.cpp).
+// GoogleTest for the strided elementwise kernels (csrc/engine/ops/kernels.hpp).
 // Expected values come from a naive per-coordinate reference built on
 // sw::for_each_index, never from the kernels themselves.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // GoogleTest for the differentiable operations' rules and host computation
-// (csrc/engine/autograd/op_rules.cpp): operand and pair rules, forward
+// (csrc/engine/ops/rules.hpp): operand and pair rules, forward
 // plans, gradient plans with their kernels, and accumulation plans.
 #include <gtest/gtest.h>
 

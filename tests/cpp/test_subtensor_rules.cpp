@@ -1,5 +1,5 @@
 // Tensor and TensorRepresentation validity rules
-// (csrc/engine/subtensor_rules.hpp).
+// (csrc/engine/tensor/subtensor_rules.hpp).
 #include <gtest/gtest.h>
 
 #include <climits>

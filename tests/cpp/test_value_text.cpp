@@ -1,4 +1,4 @@
-// The text of a tensor's values (csrc/engine/value_text.hpp).
+// The text of a tensor's values (csrc/engine/tensor/value_text.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>

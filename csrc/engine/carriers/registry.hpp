@@ -1,5 +1,5 @@
-// The registry of definition-backed carrier classes (strideweave.carriers.
-// extension) over opaque class keys (the binding passes type object
+// The registry of definition-backed carrier classes (the carrier-extension
+// API's definitions) over opaque class keys (the binding passes type object
 // addresses) and opaque handles (borrowed pointers to objects the binding
 // keeps alive: StorageProviders, route operation classes).
 //

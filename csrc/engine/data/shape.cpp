@@ -1,4 +1,4 @@
-// The shape side of strideweave.tensor(data) (data_shape.hpp).
+// The shape side of strideweave.tensor(data) (data/shape.hpp).
 #include "data/shape.hpp"
 
 namespace sw::data {

@@ -1,5 +1,5 @@
 // DLPack managed-tensor construction: one block per managed tensor (see
-// dlpack_export.hpp). Plain malloc/free on purpose (behind a per-thread
+// dlpack/export.hpp). Plain malloc/free on purpose (behind a per-thread
 // free list): the deleter may run on a thread without the GIL, where the
 // Python allocator must not be used.
 #include "dlpack/export.hpp"

@@ -1,4 +1,4 @@
-// DLPack import decisions and copies (see dlpack_import.hpp).
+// DLPack import decisions and copies (see dlpack/import.hpp).
 #include "dlpack/import.hpp"
 
 #include <cstring>

@@ -1,4 +1,4 @@
-// The built-in dtype table (dtype_info.hpp).
+// The built-in dtype table (dtype/info.hpp).
 #include "dtype/info.hpp"
 
 namespace sw {

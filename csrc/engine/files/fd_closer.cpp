@@ -1,4 +1,4 @@
-// Closing file descriptors on one background thread (see fd_closer.hpp).
+// Closing file descriptors on one background thread (see files/fd_closer.hpp).
 #include "files/fd_closer.hpp"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-// FileStorage (file_storage.hpp): slots in a binary file.
+// FileStorage (files/file_storage.hpp): slots in a binary file.
 #include "files/file_storage.hpp"
 
 #include <fcntl.h>
@@ -247,7 +247,7 @@ void FileStorage::close_and_unlink() {
     // The name goes now (the open descriptor keeps the inode), so the file
     // is gone from the file system when this returns; the last close, which
     // frees its page cache and blocks at a cost that grows with its size,
-    // runs on the background closer (fd_closer.hpp).
+    // runs on the background closer (files/fd_closer.hpp).
     if (!path_.empty()) ::unlink(path_.c_str());
     path_.clear();
     close_in_background(fd_, bytes_);

@@ -11,7 +11,7 @@
 namespace sw {
 
 // A removed file of at least this many bytes is closed on the background
-// closer (fd_closer.hpp, see FileStorage::close_and_unlink); smaller ones on
+// closer (files/fd_closer.hpp, see FileStorage::close_and_unlink); smaller ones on
 // the calling thread. Measured on ext4 (2 shared cores): from 64 KiB the
 // deferred close takes a fifth to a third off a File->CPU move; at 4 KiB it
 // saves nothing.
@@ -25,7 +25,7 @@ uint64_t fork_epoch() noexcept;
 
 class FileStorage;
 
-// Makes a temporary file private to this process (file_store.hpp: a fresh
+// Makes a temporary file private to this process (files/store.hpp: a fresh
 // copy in this process's directory takes its place).
 class FileUnsharer {
  public:

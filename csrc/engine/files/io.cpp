@@ -1,4 +1,4 @@
-// Bulk file span copies (see file_io.hpp).
+// Bulk file span copies (see files/io.hpp).
 #include "files/io.hpp"
 
 #include <fcntl.h>

@@ -1,11 +1,11 @@
 // The device interface behind the Metal carrier.
 //
-// The Metal carrier's step sequences (metal_buffer.hpp, run by
+// The Metal carrier's step sequences (metal/buffer.hpp, run by
 // csrc/python/metal.cpp) perform every device step through the process-wide
 // Runtime: allocation, release, the three copy directions and
 // synchronization. No real runtime is built on Linux (the
 // carrier then refuses construction); tests install the host-memory fake of
-// metal_fake_runtime.hpp, which is built only into the test targets (the
+// metal/fake_runtime.hpp, which is built only into the test targets (the
 // engine tests and the strideweave._testing extension), never into _core.
 #pragma once
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Native strided elementwise kernels (see kernels.hpp for the contract).
+// Native strided elementwise kernels (see ops/kernels.hpp for the contract).
 #include "ops/kernels.hpp"
 
 #include "layout/algebra.hpp"

@@ -1,4 +1,4 @@
-// The transfer executor (see executor.hpp).
+// The transfer executor (see runtime/executor.hpp).
 #include "runtime/executor.hpp"
 
 #include <cxxabi.h>

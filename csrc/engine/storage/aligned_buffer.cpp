@@ -1,4 +1,4 @@
-// Host storage (aligned_buffer.hpp): allocation, export references,
+// Host storage (storage/aligned_buffer.hpp): allocation, export references,
 // retirement and adopted foreign ranges.
 #include "storage/aligned_buffer.hpp"
 

@@ -1,4 +1,4 @@
-// Aligned heap blocks (heap.hpp).
+// Aligned heap blocks (storage/heap.hpp).
 #include "storage/heap.hpp"
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Aligned heap blocks: the host buffers below the mapping threshold
-// (aligned_buffer.hpp) and the blocks the reuse cache keeps.
+// (storage/aligned_buffer.hpp) and the blocks the reuse cache keeps.
 #pragma once
 #include <cstddef>
 

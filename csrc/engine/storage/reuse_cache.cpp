@@ -1,4 +1,4 @@
-// The reuse cache of freed heap buffers (reuse_cache.hpp).
+// The reuse cache of freed heap buffers (storage/reuse_cache.hpp).
 #include "storage/reuse_cache.hpp"
 
 #include <pthread.h>

@@ -24,7 +24,7 @@ constexpr size_t kReuseMinBytes = size_t(128) << 10;
 constexpr size_t kReuseCacheBytes = size_t(8) << 20;
 constexpr size_t kReuseLargeBytes = size_t(32) << 20;
 
-// A cached block (heap.hpp) of exactly padded bytes, or null.
+// A cached block (storage/heap.hpp) of exactly padded bytes, or null.
 void* reuse_take(size_t padded) noexcept;
 // Keeps a heap block of padded bytes for the next allocation of its size;
 // false when it does not fit (the caller frees it).

@@ -1,4 +1,4 @@
-// Tensor and TensorRepresentation validity rules (subtensor_rules.hpp).
+// Tensor and TensorRepresentation validity rules (tensor/subtensor_rules.hpp).
 #include "tensor/subtensor_rules.hpp"
 
 namespace sw {

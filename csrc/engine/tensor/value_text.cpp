@@ -1,4 +1,4 @@
-// The text of a tensor's values (value_text.hpp).
+// The text of a tensor's values (tensor/value_text.hpp).
 #include "tensor/value_text.hpp"
 
 #include <algorithm>

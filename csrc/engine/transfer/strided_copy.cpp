@@ -1,4 +1,4 @@
-// Host copy kernels for moves (see strided_copy.hpp).
+// Host copy kernels for moves (see transfer/strided_copy.hpp).
 #include "transfer/strided_copy.hpp"
 
 #include <cstring>
