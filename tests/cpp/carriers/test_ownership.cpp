@@ -1,6 +1,10 @@
 // sw::Ownership: tokens and thread-bound, re-entrant owner access.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <set>
+#include <vector>
+
 #include "carriers/ownership.hpp"
 
 TEST(Ownership, ClaimRelinquish) {
@@ -66,4 +70,21 @@ TEST(Ownership, RelinquishDropsAccess) {
   int64_t t2 = o.claim();
   EXPECT_FALSE(o.has_access(1));  // a new owner starts with no access
   EXPECT_FALSE(o.end_access(t2, 1));
+}
+
+TEST(Ownership, TokensArePositiveDistinctAndNotACounter) {
+  std::vector<int64_t> tokens;
+  std::set<int64_t> distinct;
+  for (int i = 0; i < 256; ++i) {
+    sw::Ownership o;
+    const int64_t t = o.claim();
+    EXPECT_GT(t, 0);
+    tokens.push_back(t);
+    distinct.insert(t);
+  }
+  EXPECT_EQ(distinct.size(), tokens.size());
+  std::set<int64_t> steps;
+  for (size_t i = 1; i < tokens.size(); ++i) steps.insert(tokens[i] - tokens[i - 1]);
+  EXPECT_GT(steps.size(), 1u);                 // no fixed step
+  EXPECT_GT(*distinct.rbegin(), int64_t{1} << 40);  // drawn from 63 random bits
 }

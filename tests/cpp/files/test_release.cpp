@@ -17,28 +17,9 @@
 
 #include "files/fd_closer.hpp"
 #include "files/file_storage.hpp"
+#include "files_support.hpp"
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char buf[] = "/tmp/sw-file-release-XXXXXX";
-    const char* d = ::mkdtemp(buf);
-    if (d) path_ = d;
-  }
-  ~TempDir() { ::rmdir(path_.c_str()); }
-  std::string file(const char* name) const { return path_ + "/" + name; }
-  bool ok() const { return !path_.empty(); }
-
- private:
-  std::string path_;
-};
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 // The descriptor the storage holds: the lowest one open right after create.
 int probe_next_fd() {
@@ -58,7 +39,7 @@ void fill(sw::FileStorage& f, int64_t bytes) {
 }  // namespace
 
 TEST(FileRelease, SmallFileIsRemovedAndClosedAtOnce) {
-  TempDir dir;
+  swtest::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string p = dir.file("small.bin");
   const int fd = probe_next_fd();
@@ -67,14 +48,14 @@ TEST(FileRelease, SmallFileIsRemovedAndClosedAtOnce) {
   fill(f, 4096);
   ASSERT_TRUE(fd_open(fd));
   f.close_and_unlink();
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
   EXPECT_FALSE(fd_open(fd));
   EXPECT_FALSE(f.is_open());
   EXPECT_EQ(f.bytes(), 0);
 }
 
 TEST(FileRelease, FileJustBelowTheDeferralIsRemovedAndClosedAtOnce) {
-  TempDir dir;
+  swtest::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string p = dir.file("below.bin");
   const int fd = probe_next_fd();
@@ -82,14 +63,14 @@ TEST(FileRelease, FileJustBelowTheDeferralIsRemovedAndClosedAtOnce) {
   f.create(p);
   fill(f, sw::kDeferredCloseBytes - 4096);
   f.close_and_unlink();
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
   EXPECT_FALSE(fd_open(fd));
   EXPECT_FALSE(f.is_open());
   f.close_and_unlink();  // idempotent
 }
 
 TEST(FileRelease, DeferredFileIsRemovedAtOnceAndClosedByTheCloser) {
-  TempDir dir;
+  swtest::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string p = dir.file("deferred.bin");
   const int fd = probe_next_fd();
@@ -97,7 +78,7 @@ TEST(FileRelease, DeferredFileIsRemovedAtOnceAndClosedByTheCloser) {
   f.create(p);
   fill(f, int64_t(4) << 20);
   f.close_and_unlink();
-  EXPECT_FALSE(exists(p)) << "the name must be gone when close_and_unlink returns";
+  EXPECT_FALSE(swtest::exists(p)) << "the name must be gone when close_and_unlink returns";
   EXPECT_FALSE(f.is_open());
   EXPECT_EQ(f.bytes(), 0);
   sw::wait_background_closes();
@@ -106,7 +87,7 @@ TEST(FileRelease, DeferredFileIsRemovedAtOnceAndClosedByTheCloser) {
 }
 
 TEST(FileRelease, VeryLargeFileIsRemovedAtOnceAndClosedSoonAfter) {
-  TempDir dir;
+  swtest::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string p = dir.file("huge.bin");
   const int fd = probe_next_fd();
@@ -115,7 +96,7 @@ TEST(FileRelease, VeryLargeFileIsRemovedAtOnceAndClosedSoonAfter) {
   f.resize(sw::kDeferredCloseBytes);  // sparse: only the size counts
   f.write(sw::kDeferredCloseBytes - 4, "abcd", 4);
   f.close_and_unlink();
-  EXPECT_FALSE(exists(p)) << "the name must be gone when close_and_unlink returns";
+  EXPECT_FALSE(swtest::exists(p)) << "the name must be gone when close_and_unlink returns";
   EXPECT_FALSE(f.is_open());
   EXPECT_EQ(f.bytes(), 0);
   bool closed = false;
@@ -128,7 +109,7 @@ TEST(FileRelease, VeryLargeFileIsRemovedAtOnceAndClosedSoonAfter) {
 }
 
 TEST(FileRelease, DestructorRemovesALargeFile) {
-  TempDir dir;
+  swtest::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string p = dir.file("dtor.bin");
   {
@@ -136,5 +117,5 @@ TEST(FileRelease, DestructorRemovesALargeFile) {
     f.create(p);
     f.resize(sw::kDeferredCloseBytes);
   }
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
 }

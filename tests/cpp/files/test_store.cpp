@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "files/store.hpp"
+#include "files_support.hpp"
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::lstat(p.c_str(), &st) == 0;
-}
 
 class FileStoreTest : public testing::Test {
  protected:
@@ -105,17 +101,17 @@ TEST_F(FileStoreTest, GeneratedNamesInThePerProcessDirectory) {
   EXPECT_NE(pa, pb);
   const std::string prefix = dir + "/sw-" + std::to_string(::getpid()) + "-";
   EXPECT_EQ(pa.rfind(prefix, 0), 0u);
-  EXPECT_TRUE(a.is_open() && exists(pa) && exists(pb));
+  EXPECT_TRUE(a.is_open() && swtest::exists(pa) && swtest::exists(pb));
   EXPECT_EQ(store.live_count(), 2u);
   store.close(a);
   EXPECT_FALSE(a.is_open());
-  EXPECT_FALSE(exists(pa));
+  EXPECT_FALSE(swtest::exists(pa));
   EXPECT_EQ(store.live_count(), 1u);
   std::vector<void*> closed;
   store.close_all([&](void* owner) { closed.push_back(owner); });
   EXPECT_EQ(closed, std::vector<void*>{&tag_b});
-  EXPECT_FALSE(exists(pb));
-  EXPECT_FALSE(exists(dir));
+  EXPECT_FALSE(swtest::exists(pb));
+  EXPECT_FALSE(swtest::exists(dir));
   EXPECT_EQ(store.live_count(), 0u);
   store.close_all(nullptr);  // idempotent
 }
@@ -130,7 +126,7 @@ TEST_F(FileStoreTest, GeneratedNamesSkipTakenOnes) {
   std::ofstream(next) << "user";
   const std::string pb = store.create(b, nullptr, nullptr, nullptr, base());
   EXPECT_NE(pb, next);
-  EXPECT_TRUE(exists(next));
+  EXPECT_TRUE(swtest::exists(next));
   store.close_all(nullptr);
 }
 
@@ -151,7 +147,7 @@ TEST_F(FileStoreTest, ExplicitNameAndDirectory) {
   EXPECT_FALSE(b.is_open());
   EXPECT_EQ(store.live_count(), 1u);
   store.close(a);
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
 }
 
 TEST_F(FileStoreTest, AVanishedDirectoryIsRecreated) {
@@ -161,7 +157,7 @@ TEST_F(FileStoreTest, AVanishedDirectoryIsRecreated) {
   const std::string dir = store.directory().path();
   sw::remove_tree(dir);
   const std::string pb = store.create(b, nullptr, nullptr, nullptr, base());
-  EXPECT_TRUE(exists(pb));
+  EXPECT_TRUE(swtest::exists(pb));
   EXPECT_NE(sw::parent_directory(pb), dir);
   EXPECT_EQ(base_calls_, 2);
   store.close_all(nullptr);
@@ -228,13 +224,13 @@ TEST_F(FileStoreTest, ForkedChildLeavesTheParentsFiles) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_TRUE(exists(pa));
-  EXPECT_TRUE(exists(pb));
+  EXPECT_TRUE(swtest::exists(pa));
+  EXPECT_TRUE(swtest::exists(pb));
   EXPECT_TRUE(store.directory().ready());
   store.close(a);
-  EXPECT_FALSE(exists(pa));
+  EXPECT_FALSE(swtest::exists(pa));
   store.close_all(nullptr);
-  EXPECT_FALSE(exists(pb));
+  EXPECT_FALSE(swtest::exists(pb));
 }
 
 }  // namespace

@@ -11,20 +11,14 @@
 #include <system_error>
 
 #include "files/temp_directory.hpp"
+#include "files_support.hpp"
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::lstat(p.c_str(), &st) == 0;
-}
 
 bool is_dir(const std::string& p) {
   struct stat st;
   return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-void touch(const std::string& p) { std::ofstream(p) << "x"; }
 
 std::string dirname_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
 
@@ -69,9 +63,9 @@ TEST_F(TempDirectoryTest, AMissingBaseThrowsENOENT) {
 TEST_F(TempDirectoryTest, AVanishedDirectoryIsRecreated) {
   sw::TempDirectory d;
   const std::string first = d.ensure(base_);
-  touch(first + "/f.bin");
+  swtest::touch(first + "/f.bin");
   sw::remove_tree(first);
-  ASSERT_FALSE(exists(first));
+  ASSERT_FALSE(swtest::exists(first));
   EXPECT_FALSE(d.ready());
   const std::string second = d.ensure(base_);
   EXPECT_TRUE(is_dir(second));
@@ -82,17 +76,17 @@ TEST_F(TempDirectoryTest, AVanishedDirectoryIsRecreated) {
 TEST_F(TempDirectoryTest, RemoveSweepsRecursivelyWithoutFollowingLinks) {
   const std::string outside = base_ + "/outside";
   ASSERT_EQ(::mkdir(outside.c_str(), 0700), 0);
-  touch(outside + "/keep.bin");
+  swtest::touch(outside + "/keep.bin");
   sw::TempDirectory d;
   const std::string p = d.ensure(base_);
-  touch(p + "/a.bin");
+  swtest::touch(p + "/a.bin");
   ASSERT_EQ(::mkdir((p + "/nested").c_str(), 0700), 0);
-  touch(p + "/nested/b.bin");
+  swtest::touch(p + "/nested/b.bin");
   ASSERT_EQ(::symlink(outside.c_str(), (p + "/link").c_str()), 0);
   d.remove();
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
   EXPECT_EQ(d.path(), "");
-  EXPECT_TRUE(exists(outside + "/keep.bin"));  // the link was removed, not followed
+  EXPECT_TRUE(swtest::exists(outside + "/keep.bin"));  // the link was removed, not followed
   d.remove();                                  // idempotent
   EXPECT_TRUE(is_dir(d.ensure(base_)));        // usable again
 }
@@ -102,15 +96,15 @@ TEST_F(TempDirectoryTest, TheDestructorSweeps) {
   {
     sw::TempDirectory d;
     p = d.ensure(base_);
-    touch(p + "/a.bin");
+    swtest::touch(p + "/a.bin");
   }
-  EXPECT_FALSE(exists(p));
+  EXPECT_FALSE(swtest::exists(p));
 }
 
 TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesTheParents) {
   sw::TempDirectory d;
   const std::string parent = d.ensure(base_);
-  touch(parent + "/parent.bin");
+  swtest::touch(parent + "/parent.bin");
   const std::string child_path_file = base_ + "/child-path";
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -124,11 +118,11 @@ TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesThePare
       ::_exit(3);
     }
     if (mine == parent || dirname_of(mine) != parent) ::_exit(4);
-    touch(mine + "/child.bin");
+    swtest::touch(mine + "/child.bin");
     std::ofstream(child_path_file) << mine;
     // A child that removes its directory leaves the parent's alone.
     d.remove();
-    if (exists(mine) || !exists(parent + "/parent.bin")) ::_exit(5);
+    if (swtest::exists(mine) || !swtest::exists(parent + "/parent.bin")) ::_exit(5);
     ::_exit(0);
   }
   int status = 0;
@@ -136,7 +130,7 @@ TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesThePare
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(d.ready());
-  EXPECT_TRUE(exists(parent + "/parent.bin"));
+  EXPECT_TRUE(swtest::exists(parent + "/parent.bin"));
 }
 
 TEST_F(TempDirectoryTest, AChildThatNeverCreatesLeavesTheParentsDirectory) {
@@ -146,7 +140,7 @@ TEST_F(TempDirectoryTest, AChildThatNeverCreatesLeavesTheParentsDirectory) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     d.remove();  // what the child's exit hook does
-    ::_exit(exists(parent) ? 0 : 1);
+    ::_exit(swtest::exists(parent) ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -162,13 +156,13 @@ TEST_F(TempDirectoryTest, AChildsLeftoversGoWithTheParentsSweep) {
   if (pid == 0) {
     // A worker killed before its cleanup: its directory stays behind.
     const std::string mine = d.ensure(base_);
-    touch(mine + "/left.bin");
+    swtest::touch(mine + "/left.bin");
     ::_exit(0);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   d.remove();
-  EXPECT_FALSE(exists(parent));
+  EXPECT_FALSE(swtest::exists(parent));
 }
 
 TEST_F(TempDirectoryTest, AChildOfAVanishedParentDirectoryUsesTheBase) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -107,4 +108,40 @@ TEST(Executor, RunPiecesRunsEachPieceOnce) {
     for (auto& h : hits) EXPECT_EQ(h.load(), 1);
   }
   sw::run_pieces(0, [](size_t) { ADD_FAILURE(); });
+}
+
+// A worker blocked on nested work never deadlocks the pool past its thread
+// cap: 100 jobs, each waiting (in a BlockingScope) for a job it submits itself:
+// more than the 64-thread cap, so without the scope the inner jobs would
+// never get a worker.
+TEST(Executor, NestedWaitsPastTheCapDoNotDeadlock) {
+  constexpr int kOuter = 100;
+  std::atomic<int> finished{0};
+  std::atomic<int> started{0};
+  sw::Completion all, go;
+  for (int i = 0; i < kOuter; ++i) {
+    sw::submit([&] {
+      ++started;
+      go.wait_for(10s);  // hold every worker busy at once
+      auto inner = std::make_shared<sw::Completion>();
+      sw::submit([inner] { inner->set(); });
+      {
+        sw::BlockingScope blocked;
+        EXPECT_TRUE(sw::on_worker_thread());
+        inner->wait_for(20s);
+      }
+      EXPECT_TRUE(inner->done());
+      if (++finished == kOuter) all.set();
+    });
+  }
+  // Jobs past the cap queue until a worker frees up; release them all.
+  std::this_thread::sleep_for(50ms);
+  go.set();
+  ASSERT_TRUE(all.wait_for(60s)) << "finished " << finished.load() << " of " << kOuter;
+}
+
+TEST(Executor, BlockingScopeOffWorkerDoesNothing) {
+  EXPECT_FALSE(sw::on_worker_thread());
+  sw::BlockingScope nothing;
+  SUCCEED();
 }

@@ -297,3 +297,40 @@ TEST(IndexPairWalk, StopsWhenTheCallbackSaysSo) {
   }));
   EXPECT_EQ(calls, 2);
 }
+
+// The value-by-value copy walker skips stride-0 repeats only when both
+// sides repeat.
+TEST(IndexPairWalk, StrideZeroOnBothSidesIsWalkedOnce) {
+  // 3 x 2^20 x 2^20 coordinates over 3 slots on each side.
+  const std::vector<sw::LeafMode> a = {{3, 1}, {1 << 20, 0}, {1 << 20, 0}};
+  const std::vector<sw::LeafMode> b = {{3, 2}, {1 << 20, 0}, {1 << 20, 0}};
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  EXPECT_TRUE(sw::for_each_index_pair(a, b, [&](int64_t ord, int64_t i, int64_t j) {
+    EXPECT_EQ(ord, static_cast<int64_t>(seen.size()));
+    seen.emplace_back(i, j);
+    return true;
+  }));
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 0}, {1, 2}, {2, 4}};
+  EXPECT_EQ(seen, want);
+}
+
+TEST(IndexPairWalk, StrideZeroOnOneSideIsStillWalked) {
+  // A broadcast source into distinct destination slots: every slot written.
+  const std::vector<sw::LeafMode> a = {{4, 0}};
+  const std::vector<sw::LeafMode> b = {{4, 1}};
+  int n = 0;
+  sw::for_each_index_pair(a, b, [&](int64_t, int64_t i, int64_t j) {
+    EXPECT_EQ(i, 0);
+    EXPECT_EQ(j, n);
+    ++n;
+    return true;
+  });
+  EXPECT_EQ(n, 4);
+}
+
+TEST(IndexPairWalk, MismatchedExtentsThrow) {
+  const std::vector<sw::LeafMode> a = {{4, 1}};
+  const std::vector<sw::LeafMode> b = {{3, 1}};
+  EXPECT_THROW(sw::for_each_index_pair(a, b, [](int64_t, int64_t, int64_t) { return true; }),
+               std::invalid_argument);
+}
