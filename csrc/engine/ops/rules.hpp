@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "dtype/dtype.hpp"
-#include "ops/kernels.hpp"
 #include "layout/layout.hpp"
+#include "ops/kernels.hpp"
 
 namespace sw::ops {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "dtype/dtype.hpp"
-#include "ops/kernels.hpp"
 #include "layout/layout.hpp"
+#include "ops/kernels.hpp"
 #include "tiled/tile_split.hpp"
 
 namespace sw::tiled {

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "builders.hpp"
 #include "dlpack/export.hpp"
+#include "builders.hpp"
 
 using sw::IntTree;
 using sw::Layout;

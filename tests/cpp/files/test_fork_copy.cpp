@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "files/io.hpp"
-#include "files_support.hpp"
-#include "files/store.hpp"
 #include "files/file_storage.hpp"
+#include "files/io.hpp"
+#include "files/store.hpp"
 #include "files/temp_directory.hpp"
+#include "files_support.hpp"
 
 namespace {
 

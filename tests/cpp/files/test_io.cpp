@@ -7,8 +7,8 @@
 #include <system_error>
 #include <vector>
 
-#include "files/io.hpp"
 #include "files/file_storage.hpp"
+#include "files/io.hpp"
 
 namespace {
 std::string temp_path(const char* tag) {

@@ -19,12 +19,12 @@
 #include <system_error>
 #include <vector>
 
-#include "files/io.hpp"
-#include "files_support.hpp"
-#include "files/store.hpp"
 #include "files/file_storage.hpp"
+#include "files/io.hpp"
+#include "files/store.hpp"
 #include "files/temp_directory.hpp"
 #include "transfer/copy_plan.hpp"
+#include "files_support.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <fstream>
 #include <string>
 
-#include "files_support.hpp"
 #include "files/temp_directory.hpp"
+#include "files_support.hpp"
 
 namespace {
 

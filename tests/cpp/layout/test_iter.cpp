@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "layout/layout.hpp"
 #include "layout/iter.hpp"
+#include "layout/layout.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "movement/copy_access.hpp"
 #include "carriers/ownership.hpp"
+#include "movement/copy_access.hpp"
 
 using sw::Ownership;
 using sw::movement::copy_access;

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "movement/job_tracker.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/executor.hpp"
-#include "movement/job_tracker.hpp"
 
 using sw::movement::DrainReport;
 using sw::movement::JobTracker;

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "movement/submit_policy.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/executor.hpp"
-#include "movement/submit_policy.hpp"
 
 using namespace std::chrono_literals;
 using sw::CopyPlanKind;

@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "ops/kernels.hpp"
 #include "layout/algebra.hpp"
+#include "ops/kernels.hpp"
 #include "transfer/strided_copy.hpp"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "layout/algebra.hpp"
 #include "ops/rules.hpp"
 #include "builders.hpp"
-#include "layout/algebra.hpp"
 
 using swtest::L;
 using swtest::N;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "storage/aligned_buffer.hpp"
-#include "builders.hpp"
 #include "storage/reuse_cache.hpp"
+#include "builders.hpp"
 
 using swtest::all_zero;
 using swtest::kSanitized;

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "builders.hpp"
 #include "layout/algebra.hpp"
 #include "tiled/bands.hpp"
+#include "builders.hpp"
 
 using sw::DTypeCode;
 using sw::IntTree;

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "builders.hpp"
 #include "tiled/copies.hpp"
+#include "builders.hpp"
 
 using sw::LeafMode;
 using sw::tiled::Geometry;

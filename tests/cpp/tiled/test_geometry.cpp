@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "builders.hpp"
 #include "tiled/geometry.hpp"
+#include "builders.hpp"
 
 using sw::IntTree;
 using sw::tiled::index_of;

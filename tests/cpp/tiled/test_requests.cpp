@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "builders.hpp"
 #include "tiled/requests.hpp"
+#include "builders.hpp"
 
 using sw::Layout;
 using sw::tiled::Association;

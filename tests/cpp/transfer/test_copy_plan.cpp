@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "files/file_storage.hpp"
 #include "files/io.hpp"
 #include "layout/layout.hpp"
-#include "files/file_storage.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <vector>
 
-#include "files/io.hpp"
 #include "files/file_storage.hpp"
+#include "files/io.hpp"
 #include "transfer/copy_plan.hpp"
 #include "builders.hpp"
 
