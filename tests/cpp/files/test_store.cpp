@@ -17,21 +17,15 @@
 
 namespace {
 
-class FileStoreTest : public testing::Test {
+// The store's base directory is the test's scratch directory (dir_).
+class FileStoreTest : public swtest::ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = testing::TempDir() + "sw_filestore_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    base_ = tmpl;
-  }
-  void TearDown() override { sw::remove_tree(base_); }
   sw::FileStore::BaseFn base() {
     return [this] {
       ++base_calls_;
-      return base_;
+      return dir_;
     };
   }
-  std::string base_;
   int base_calls_ = 0;
 };
 
@@ -62,18 +56,18 @@ TEST(FileStoreRules, SlotBytes) {
 }
 
 TEST_F(FileStoreTest, ResolveDirectory) {
-  EXPECT_EQ(sw::resolve_directory(base_), base_);
+  EXPECT_EQ(sw::resolve_directory(dir_), dir_);
   EXPECT_THROW(sw::resolve_directory(""), std::invalid_argument);
   try {
-    sw::resolve_directory(base_ + "/missing");
+    sw::resolve_directory(dir_ + "/missing");
     FAIL();
   } catch (const sw::PathError& e) {
     EXPECT_EQ(e.code().value(), ENOENT);
-    EXPECT_EQ(e.path(), base_ + "/missing");
+    EXPECT_EQ(e.path(), dir_ + "/missing");
   }
-  std::ofstream(base_ + "/file") << "x";
+  std::ofstream(dir_ + "/file") << "x";
   try {
-    sw::resolve_directory(base_ + "/file");
+    sw::resolve_directory(dir_ + "/file");
     FAIL();
   } catch (const sw::PathError& e) {
     EXPECT_EQ(e.code().value(), ENOTDIR);
@@ -81,11 +75,11 @@ TEST_F(FileStoreTest, ResolveDirectory) {
   // A relative directory is made absolute against the working directory.
   char cwd[4096];
   ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
-  ASSERT_EQ(::chdir(base_.c_str()), 0);
+  ASSERT_EQ(::chdir(dir_.c_str()), 0);
   ASSERT_EQ(::mkdir("sub", 0700), 0);
   const std::string resolved = sw::resolve_directory("sub");
   ASSERT_EQ(::chdir(cwd), 0);
-  EXPECT_EQ(resolved, base_ + "/sub");
+  EXPECT_EQ(resolved, dir_ + "/sub");
 }
 
 TEST_F(FileStoreTest, GeneratedNamesInThePerProcessDirectory) {
@@ -96,7 +90,7 @@ TEST_F(FileStoreTest, GeneratedNamesInThePerProcessDirectory) {
   const std::string pb = store.create(b, &tag_b, nullptr, nullptr, base());
   EXPECT_EQ(base_calls_, 1);  // the base is asked for once, when the directory is made
   const std::string dir = store.directory().path();
-  EXPECT_EQ(sw::parent_directory(dir), base_);
+  EXPECT_EQ(sw::parent_directory(dir), dir_);
   EXPECT_EQ(sw::parent_directory(pa), dir);
   EXPECT_NE(pa, pb);
   const std::string prefix = dir + "/sw-" + std::to_string(::getpid()) + "-";
@@ -134,11 +128,11 @@ TEST_F(FileStoreTest, ExplicitNameAndDirectory) {
   sw::FileStore store;
   sw::FileStorage a, b;
   const std::string name = "mine.bin";
-  const std::string p = store.create(a, nullptr, &name, &base_, base());
-  EXPECT_EQ(p, base_ + "/mine.bin");
+  const std::string p = store.create(a, nullptr, &name, &dir_, base());
+  EXPECT_EQ(p, dir_ + "/mine.bin");
   EXPECT_EQ(base_calls_, 0);  // a caller's directory needs no base
   try {
-    store.create(b, nullptr, &name, &base_, base());
+    store.create(b, nullptr, &name, &dir_, base());
     FAIL();
   } catch (const sw::PathError& e) {
     EXPECT_EQ(e.code().value(), EEXIST);
@@ -166,7 +160,7 @@ TEST_F(FileStoreTest, AVanishedDirectoryIsRecreated) {
 TEST_F(FileStoreTest, BaseErrorsNameTheBase) {
   sw::FileStore store;
   sw::FileStorage a;
-  const std::string missing = base_ + "/missing";
+  const std::string missing = dir_ + "/missing";
   try {
     store.create(a, nullptr, nullptr, nullptr, [&] { return missing; });
     FAIL();

@@ -22,25 +22,16 @@ bool is_dir(const std::string& p) {
 
 std::string dirname_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
 
-// A fresh, empty base directory per test, removed afterwards.
-class TempDirectoryTest : public testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = testing::TempDir() + "sw_tempdir_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    base_ = tmpl;
-  }
-  void TearDown() override { sw::remove_tree(base_); }
-  std::string base_;
-};
+// A fresh, empty base directory per test (dir_), removed afterwards.
+using TempDirectoryTest = swtest::ScratchDirTest;
 
 TEST_F(TempDirectoryTest, CreatedLazilyUnderTheBase) {
   sw::TempDirectory d("sw-test-");
   EXPECT_EQ(d.path(), "");
   EXPECT_FALSE(d.ready());
-  const std::string p = d.ensure(base_);
-  EXPECT_EQ(dirname_of(p), base_);
-  EXPECT_EQ(p.rfind(base_ + "/sw-test-", 0), 0u);
+  const std::string p = d.ensure(dir_);
+  EXPECT_EQ(dirname_of(p), dir_);
+  EXPECT_EQ(p.rfind(dir_ + "/sw-test-", 0), 0u);
   EXPECT_TRUE(is_dir(p));
   struct stat st;
   ASSERT_EQ(::stat(p.c_str(), &st), 0);
@@ -52,7 +43,7 @@ TEST_F(TempDirectoryTest, CreatedLazilyUnderTheBase) {
 TEST_F(TempDirectoryTest, AMissingBaseThrowsENOENT) {
   sw::TempDirectory d;
   try {
-    d.ensure(base_ + "/missing");
+    d.ensure(dir_ + "/missing");
     FAIL() << "no exception";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), ENOENT);
@@ -62,23 +53,23 @@ TEST_F(TempDirectoryTest, AMissingBaseThrowsENOENT) {
 
 TEST_F(TempDirectoryTest, AVanishedDirectoryIsRecreated) {
   sw::TempDirectory d;
-  const std::string first = d.ensure(base_);
+  const std::string first = d.ensure(dir_);
   swtest::touch(first + "/f.bin");
   sw::remove_tree(first);
   ASSERT_FALSE(swtest::exists(first));
   EXPECT_FALSE(d.ready());
-  const std::string second = d.ensure(base_);
+  const std::string second = d.ensure(dir_);
   EXPECT_TRUE(is_dir(second));
-  EXPECT_EQ(dirname_of(second), base_);
+  EXPECT_EQ(dirname_of(second), dir_);
   EXPECT_TRUE(d.ready());
 }
 
 TEST_F(TempDirectoryTest, RemoveSweepsRecursivelyWithoutFollowingLinks) {
-  const std::string outside = base_ + "/outside";
+  const std::string outside = dir_ + "/outside";
   ASSERT_EQ(::mkdir(outside.c_str(), 0700), 0);
   swtest::touch(outside + "/keep.bin");
   sw::TempDirectory d;
-  const std::string p = d.ensure(base_);
+  const std::string p = d.ensure(dir_);
   swtest::touch(p + "/a.bin");
   ASSERT_EQ(::mkdir((p + "/nested").c_str(), 0700), 0);
   swtest::touch(p + "/nested/b.bin");
@@ -88,14 +79,14 @@ TEST_F(TempDirectoryTest, RemoveSweepsRecursivelyWithoutFollowingLinks) {
   EXPECT_EQ(d.path(), "");
   EXPECT_TRUE(swtest::exists(outside + "/keep.bin"));  // the link was removed, not followed
   d.remove();                                  // idempotent
-  EXPECT_TRUE(is_dir(d.ensure(base_)));        // usable again
+  EXPECT_TRUE(is_dir(d.ensure(dir_)));        // usable again
 }
 
 TEST_F(TempDirectoryTest, TheDestructorSweeps) {
   std::string p;
   {
     sw::TempDirectory d;
-    p = d.ensure(base_);
+    p = d.ensure(dir_);
     swtest::touch(p + "/a.bin");
   }
   EXPECT_FALSE(swtest::exists(p));
@@ -103,9 +94,9 @@ TEST_F(TempDirectoryTest, TheDestructorSweeps) {
 
 TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesTheParents) {
   sw::TempDirectory d;
-  const std::string parent = d.ensure(base_);
+  const std::string parent = d.ensure(dir_);
   swtest::touch(parent + "/parent.bin");
-  const std::string child_path_file = base_ + "/child-path";
+  const std::string child_path_file = dir_ + "/child-path";
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -113,7 +104,7 @@ TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesThePare
     if (d.ready() || d.owned()) ::_exit(2);  // the parent's is not the child's
     std::string mine;
     try {
-      mine = d.ensure(base_);
+      mine = d.ensure(dir_);
     } catch (...) {
       ::_exit(3);
     }
@@ -135,7 +126,7 @@ TEST_F(TempDirectoryTest, AForkedChildNestsItsOwnDirectoryAndNeverRemovesThePare
 
 TEST_F(TempDirectoryTest, AChildThatNeverCreatesLeavesTheParentsDirectory) {
   sw::TempDirectory d;
-  const std::string parent = d.ensure(base_);
+  const std::string parent = d.ensure(dir_);
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -150,12 +141,12 @@ TEST_F(TempDirectoryTest, AChildThatNeverCreatesLeavesTheParentsDirectory) {
 
 TEST_F(TempDirectoryTest, AChildsLeftoversGoWithTheParentsSweep) {
   sw::TempDirectory d;
-  const std::string parent = d.ensure(base_);
+  const std::string parent = d.ensure(dir_);
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // A worker killed before its cleanup: its directory stays behind.
-    const std::string mine = d.ensure(base_);
+    const std::string mine = d.ensure(dir_);
     swtest::touch(mine + "/left.bin");
     ::_exit(0);
   }
@@ -167,18 +158,18 @@ TEST_F(TempDirectoryTest, AChildsLeftoversGoWithTheParentsSweep) {
 
 TEST_F(TempDirectoryTest, AChildOfAVanishedParentDirectoryUsesTheBase) {
   sw::TempDirectory d;
-  const std::string parent = d.ensure(base_);
+  const std::string parent = d.ensure(dir_);
   sw::remove_tree(parent);
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::string mine;
     try {
-      mine = d.ensure(base_);
+      mine = d.ensure(dir_);
     } catch (...) {
       ::_exit(3);
     }
-    const bool ok = dirname_of(mine) == base_;
+    const bool ok = dirname_of(mine) == dir_;
     d.remove();
     ::_exit(ok ? 0 : 1);
   }

@@ -3,7 +3,6 @@
 // cotangent_fit and the small leaf-list helpers.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -26,15 +25,6 @@ std::vector<int64_t> all_indices(const Layout& l) {
   std::vector<int64_t> out;
   for (int64_t o = 0; o < l.size(); ++o) out.push_back(l.index_of_ordinal(o));
   return out;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 
 }  // namespace
@@ -127,11 +117,11 @@ TEST(BroadcastShapes, WidensExtentOneLeaves) {
 }
 
 TEST(BroadcastShapes, NamesTheDisagreement) {
-  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({L(3)})); }).find("extents 2 and 3 differ"),
+  EXPECT_NE(swtest::invalid_argument_message([] { sw::broadcast_shapes(N({L(2)}), N({L(3)})); }).find("extents 2 and 3 differ"),
             std::string::npos);
-  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({L(2), L(1)})); }).find("different ranks (1 and 2)"),
+  EXPECT_NE(swtest::invalid_argument_message([] { sw::broadcast_shapes(N({L(2)}), N({L(2), L(1)})); }).find("different ranks (1 and 2)"),
             std::string::npos);
-  EXPECT_NE(message_of([] { sw::broadcast_shapes(N({L(2)}), N({N({L(2)})})); }).find("a leaf faces a nested mode"),
+  EXPECT_NE(swtest::invalid_argument_message([] { sw::broadcast_shapes(N({L(2)}), N({N({L(2)})})); }).find("a leaf faces a nested mode"),
             std::string::npos);
 }
 
@@ -150,10 +140,10 @@ TEST(ReductionLeaves, RejectsShapesThatCannotHaveBroadcast) {
   Layout x = sw::compact(N({L(2), L(2)}));
   Layout nested = sw::compact(N({L(2), N({L(3)})}));
   const std::string want = "the gradient's shape does not match the input's shape";
-  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, x, x); }), want);
-  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, nested, nested); }), want);
+  EXPECT_EQ(swtest::invalid_argument_message([&] { sw::reduction_leaves(g, x, x); }), want);
+  EXPECT_EQ(swtest::invalid_argument_message([&] { sw::reduction_leaves(g, nested, nested); }), want);
   Layout rank1 = sw::compact(N({L(6)}));
-  EXPECT_EQ(message_of([&] { sw::reduction_leaves(g, rank1, rank1); }), want);
+  EXPECT_EQ(swtest::invalid_argument_message([&] { sw::reduction_leaves(g, rank1, rank1); }), want);
 }
 
 TEST(GradientLayout, OwnWhenInjectiveElseCompact) {
@@ -234,11 +224,11 @@ TEST(LayoutDivide, DivideLeavesNeedsALeafBoundary) {
 }
 
 TEST(LayoutDivide, RefusalsNameTheProblem) {
-  EXPECT_NE(message_of([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {2}); }).find("rank"), std::string::npos);
-  EXPECT_NE(message_of([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {3, 3}); }).find("does not divide mode 0"),
+  EXPECT_NE(swtest::invalid_argument_message([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {2}); }).find("rank"), std::string::npos);
+  EXPECT_NE(swtest::invalid_argument_message([] { sw::zipped_divide(swtest::layout({4, 6}, {6, 1}), {3, 3}); }).find("does not divide mode 0"),
             std::string::npos);
   const Layout l(N({swtest::node({3, 2})}), N({swtest::node({2, 1})}));
-  EXPECT_NE(message_of([&] { sw::logical_divide(l, {2}); }).find("no leaf boundary"), std::string::npos);
+  EXPECT_NE(swtest::invalid_argument_message([&] { sw::logical_divide(l, {2}); }).find("no leaf boundary"), std::string::npos);
 }
 
 TEST(LayoutDivide, EveryCoordinateKeepsItsIndex) {

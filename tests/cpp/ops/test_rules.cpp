@@ -19,20 +19,6 @@ using sw::IntTree;
 using sw::Layout;
 namespace ops = sw::ops;
 
-namespace {
-
-template <class F>
-std::string invalid_message(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
-
-}  // namespace
-
 TEST(OpRules, OperandDtypes) {
   EXPECT_TRUE(ops::computes(DTypeCode::Float32, true));
   EXPECT_TRUE(ops::computes(DTypeCode::Int32, true));
@@ -68,7 +54,7 @@ TEST(OpRules, BinaryPlanBroadcastsExtentOneLeaves) {
   EXPECT_EQ(p.a[1].stride, 0);
   EXPECT_EQ(p.b[0].stride, 0);
   EXPECT_EQ(p.b[1].stride, 1);
-  EXPECT_NE(invalid_message([&] { ops::plan_binary(layout({3}, {1}), layout({4}, {1})); }), "<no exception>");
+  EXPECT_NE(swtest::invalid_argument_message([&] { ops::plan_binary(layout({3}, {1}), layout({4}, {1})); }), "<no exception>");
 }
 
 TEST(OpRules, BinaryAndScalarHostForward) {
@@ -117,7 +103,7 @@ TEST(OpRules, ReduceToSumsBroadcastLeaves) {
   ops::reduce_to_host(p, gv, g.leaves(), out);
   EXPECT_EQ(out[0], 1 + 3 + 5);
   EXPECT_EQ(out[1], 2 + 4 + 6);
-  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_to(layout({4}, {1}), layout({3}, {1})); }),
+  EXPECT_EQ(swtest::invalid_argument_message([&] { ops::plan_reduce_to(layout({4}, {1}), layout({3}, {1})); }),
             "the gradient's shape does not match the input's shape");
 }
 
@@ -157,7 +143,7 @@ TEST(OpRules, MulGradPlans) {
   EXPECT_TRUE(ps.other.empty());
   ops::mul_grad_host(ps, yv, v.leaves(), nullptr, 0.5, out);
   EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{0.5f, 1, 1.5f}));
-  EXPECT_EQ(invalid_message([&] { ops::plan_mul_grad(layout({3}, {1}), layout({1}, {0}), nullptr); }),
+  EXPECT_EQ(swtest::invalid_argument_message([&] { ops::plan_mul_grad(layout({3}, {1}), layout({1}, {0}), nullptr); }),
             "the gradient's shape does not match the input's shape");
 }
 
@@ -168,7 +154,7 @@ TEST(OpRules, ReluGradPlan) {
   float out[4] = {};
   ops::relu_grad_host(p, gv, x.leaves(), xv, x.leaves(), out);
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{0, 0, 3, 4}));
-  EXPECT_EQ(invalid_message([&] { ops::plan_relu_grad(layout({3}, {1}), x); }),
+  EXPECT_EQ(swtest::invalid_argument_message([&] { ops::plan_relu_grad(layout({3}, {1}), x); }),
             "the gradient's shape does not match the input's shape");
   // A broadcast input gets a compact gradient.
   const ops::GradPlan pb = ops::plan_relu_grad(layout({2, 2}, {1, 2}), layout({2, 2}, {0, 1}));
@@ -190,7 +176,7 @@ TEST(OpRules, ReduceSumGradPlanRepeatsTheOneValue) {
   const ops::FillPlan wide = ops::plan_reduce_sum_grad(g, layout({3}, {0}));
   EXPECT_EQ(wide.layout, layout({3}, {1}));
   EXPECT_FALSE(wide.zero_fill);
-  EXPECT_EQ(invalid_message([&] { ops::plan_reduce_sum_grad(layout({2}, {1}), x); }),
+  EXPECT_EQ(swtest::invalid_argument_message([&] { ops::plan_reduce_sum_grad(layout({2}, {1}), x); }),
             "the gradient must hold exactly one element");
 }
 
