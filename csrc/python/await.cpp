@@ -15,8 +15,8 @@
 #include "util/ref.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 

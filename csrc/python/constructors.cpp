@@ -22,10 +22,10 @@
 #include <cmath>
 #include <vector>
 
-#include "data_shape.hpp"
-#include "dtype_info.hpp"
-#include "kernels.hpp"
-#include "slot_codec.hpp"
+#include "data/shape.hpp"
+#include "dtype/info.hpp"
+#include "ops/kernels.hpp"
+#include "storage/slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

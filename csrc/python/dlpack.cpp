@@ -17,7 +17,7 @@
 #include "tensor_object.hpp"
 #include "module.hpp"
 
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 #include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"

@@ -28,7 +28,7 @@
 // copy when it flags one (IS_COPIED), else StrideWeave's.
 #include <cstring>
 
-#include "dlpack_import.hpp"
+#include "dlpack/import.hpp"
 
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

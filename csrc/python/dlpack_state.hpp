@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <dlpack/dlpack.h>
-#include "dlpack_export.hpp"
-#include "layout_iter.hpp"
+#include "dlpack/export.hpp"
+#include "layout/iter.hpp"
 
 namespace swpy {
 

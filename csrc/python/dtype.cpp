@@ -4,7 +4,7 @@
 #include <span>
 #include <string>
 
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 #include "dtype_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"

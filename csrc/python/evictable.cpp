@@ -56,7 +56,7 @@
 //     The secondary's size is no construction rule: eviction fits it.
 #include <new>
 
-#include "evictable_state.hpp"
+#include "carriers/evictable_state.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"

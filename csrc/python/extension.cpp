@@ -32,7 +32,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "carrier_registry.hpp"
+#include "carriers/registry.hpp"
 #include "extension/extension.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"

@@ -25,7 +25,7 @@
 #include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
-#include "file_store.hpp"
+#include "files/store.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace swpy {
 

@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "metal_buffer.hpp"
+#include "metal/buffer.hpp"
 #include "metal_test_hooks.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

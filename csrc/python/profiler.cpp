@@ -13,7 +13,7 @@
 #include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "util/args.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "profiling/event_store.hpp"
 #include "util/type_object.hpp"
 

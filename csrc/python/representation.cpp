@@ -5,7 +5,7 @@
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "module.hpp"
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "util/args.hpp"
 #include "util/type_object.hpp"
 

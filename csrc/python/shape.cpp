@@ -18,7 +18,7 @@
 #include <string>
 
 #include "layout_object.hpp"
-#include "tree_rules.hpp"
+#include "layout/tree_rules.hpp"
 #include "module.hpp"
 #include "keys.hpp"
 #include "util/ref.hpp"

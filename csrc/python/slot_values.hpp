@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "dtype.hpp"
-#include "slot_codec.hpp"
+#include "dtype/dtype.hpp"
+#include "storage/slot_codec.hpp"
 
 namespace swpy {
 

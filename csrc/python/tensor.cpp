@@ -8,7 +8,7 @@
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"

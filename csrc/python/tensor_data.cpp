@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
-#include "data_shape.hpp"
-#include "dtype_info.hpp"
-#include "subtensor_rules.hpp"
+#include "data/convert.hpp"
+#include "data/shape.hpp"
+#include "dtype/info.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"

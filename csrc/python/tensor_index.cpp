@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "layout_slice.hpp"
-#include "layout_keys.hpp"
-#include "tree_rules.hpp"
+#include "layout/slice.hpp"
+#include "layout/keys.hpp"
+#include "layout/tree_rules.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"

@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout_object.hpp"
-#include "layout_slice.hpp"
+#include "layout/slice.hpp"
 
 namespace swpy {
 

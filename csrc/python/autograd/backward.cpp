@@ -19,10 +19,11 @@
 
 #include "autograd/graph.hpp"
 #include "autograd/internal.hpp"
-#include "autograd/op_rules.hpp"
+#include "ops/rules.hpp"
 #include "autograd/ops_support.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"

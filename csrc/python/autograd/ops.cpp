@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "autograd/ops_support.hpp"
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "autograd/internal.hpp"
-#include "autograd/op_rules.hpp"
-#include "kernels.hpp"
+#include "ops/rules.hpp"
+#include "ops/kernels.hpp"
 #include "autograd/autograd.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"

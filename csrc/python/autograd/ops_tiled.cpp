@@ -21,7 +21,7 @@
 #include "module.hpp"
 #include "module_state.hpp"
 #include "profiler_api.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"

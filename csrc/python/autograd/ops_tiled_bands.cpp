@@ -32,6 +32,7 @@
 
 #include "autograd/ops_support.hpp"
 #include "autograd/ops_tiled.hpp"
+#include "layout/algebra.hpp"
 #include "tiled_object.hpp"
 #include "tiled/bands.hpp"
 #include "dtype_object.hpp"

@@ -15,7 +15,8 @@
 #include <new>
 
 #include "autograd/ops_support.hpp"
-#include "layout_slice.hpp"
+#include "layout/algebra.hpp"
+#include "layout/slice.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"

@@ -2,7 +2,7 @@
 // CarrierDefinition gets, driving its slots through the StorageProvider's
 // callables, and its constructor Cls(slots, *, dtype, mutable=True).
 #include "extension/extension.hpp"
-#include "carrier_kinds.hpp"
+#include "carriers/kinds.hpp"
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
 #include "extension/extension_api.hpp"

@@ -23,7 +23,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 

@@ -11,7 +11,7 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "transfer/parallel_copy.hpp"
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 namespace swpy::move_internal {
 

@@ -22,13 +22,13 @@
 #include "tensor_object.hpp"
 #include "await_object.hpp"
 #include "profiler_api.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/job_tracker.hpp"
 
 namespace swpy {
