@@ -148,6 +148,6 @@ def test_rss_drops_when_tiles_are_evicted():
     # 4 resident (+ at most _POOL_TILES pooled): the other tiles' memory is gone
     assert r["held"] <= (4 + _POOL_TILES) * MiB, r
     # + the storage layer's reuse cache of freed buffers (at most 8 MiB, see
-    # csrc/engine/storage.cpp) + 8 MiB of allocator slack; the whole primary
+    # csrc/engine/storage/reuse_cache.cpp) + 8 MiB of allocator slack; the whole primary
     # (the old behaviour) would be 64 MiB.
     assert r["four"] - r["base"] < (4 + _POOL_TILES) * MiB + 8 * MiB + 8 * MiB, r
