@@ -39,7 +39,6 @@ namespace {
 namespace K = sw::kernels;
 using autograd::differentiable;
 using autograd::dtype_label;
-using autograd::engine_call_in;
 using autograd::shape_obj;
 
 // ------------------------------------------------------------ accumulation
@@ -141,7 +140,7 @@ PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>
     // contribution fits, else value by value below.
     Ref r = Ref::steal(ops::tiled_sum_gradients(t, like, grads));
     if (!r) {
-      if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context("gradient accumulation: ");
+      if (!PyErr_ExceptionMatches(PyExc_MemoryError)) add_error_context("gradient accumulation: ");
       return nullptr;
     }
     if (r.get() != Py_NotImplemented) return r.release();
@@ -273,7 +272,7 @@ int run_node(AG::BackwardGraph& g, std::vector<Node>& nodes, size_t i, PyObject*
       // Name the node: the contract error alone does not say who broke it.
       char where[64];
       std::snprintf(where, sizeof where, ".backward() gradient %zd: ", k);
-      return autograd::add_error_context(type_name(op), where);
+      return add_error_context(type_name(op), where);
     }
     nodes[g.deliver(i, k)].grads.push_back(Ref::borrow(gk));
   }

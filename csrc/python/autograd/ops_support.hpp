@@ -140,11 +140,11 @@ bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result);
 // "op backward: ..." (backward).
 template <class F>
 int forward_call(const char* op, F&& f) {
-  return autograd::engine_call_in(op, "(): ", std::forward<F>(f));
+  return engine_call_in(op, "(): ", std::forward<F>(f));
 }
 template <class F>
 int backward_call(const char* op, F&& f) {
-  return autograd::engine_call_in(op, " backward: ", std::forward<F>(f));
+  return engine_call_in(op, " backward: ", std::forward<F>(f));
 }
 
 // Scalar indices of every coordinate of a leaf list, first leaf fastest.

@@ -199,7 +199,7 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   };
   bool ran = false;
   if (engine(p, [&] { ran = sw::tiled::run_bands(p.w, data, read); }) < 0) return nullptr;
-  if (!ran || read_failed) return autograd::add_error_context(p.name, p.what()), nullptr;
+  if (!ran || read_failed) return add_error_context(p.name, p.what()), nullptr;
   if (p.w.kind == BandKind::MulScalar) Py_XSETREF(reinterpret_cast<MulOperationObject*>(op)->scalar, Py_NewRef(p.scalar));
   else if (p.w.kind == BandKind::Mul) Py_CLEAR(reinterpret_cast<MulOperationObject*>(op)->scalar);
   if (!p.host_like) {
@@ -220,7 +220,7 @@ int close_readers(Plan& p, bool ok) {
     if (!ok) keep.emplace();
     if (tile_reader_close(r, ok && rc == 0) < 0) {
       if (ok && rc == 0) {
-        autograd::add_error_context(p.name, p.what());
+        add_error_context(p.name, p.what());
         rc = -1;
       } else {
         PyErr_Clear();
@@ -239,7 +239,7 @@ void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
   for (PyObject* te : p.tiled) {
     TileReader* r = tile_reader_open(te, purpose);
     if (!r) {
-      autograd::add_error_context(p.name, p.what());
+      add_error_context(p.name, p.what());
       close_readers(p, false);
       return;
     }
@@ -256,7 +256,7 @@ void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
 int saved_tiled(PyObject* t, const char* op, Operand* o) {
   if (saved_operand(t, op, o) < 0) return -1;
   if (o->host || !is_tiled_carrier(o->carrier)) return 0;
-  if (tiled_check_live(o->carrier) < 0) return autograd::add_error_context(op, " backward: ");
+  if (tiled_check_live(o->carrier) < 0) return add_error_context(op, " backward: ");
   o->tiled = o->carrier;
   o->cls = tiled_primary_class(o->carrier);
   // The kernels read Float32 host values (a CPU-class primary's, staged as needed).
