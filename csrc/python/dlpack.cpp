@@ -22,6 +22,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/fastcall.hpp"
 #include "util/gil_gate.hpp"
 #include "dlpack_exchange.hpp"
 
@@ -300,91 +301,7 @@ struct ExportArgs {
   bool v1 = false;  // max_version=(1, 0) already parsed (the C exchange API)
 };
 
-// The argument a keyword name binds (DlpackArgCache::keyword_slot).
-enum ExportSlot : int8_t { kStream, kMaxVersion, kDlDevice, kCopy };
-
-PyObject** slot_at(int8_t slot, ExportArgs* a) {
-  switch (slot) {
-    case kStream: return &a->stream;
-    case kMaxVersion: return &a->max_version;
-    case kDlDevice: return &a->dl_device;
-    default: return &a->copy;
-  }
-}
-
-// Slot of an interned keyword name (what the compiler passes), or -1.
-inline int8_t interned_slot(PyObject* key) {
-  if (key == names().max_version) return kMaxVersion;
-  if (key == names().dl_device) return kDlDevice;
-  if (key == names().copy) return kCopy;
-  if (key == names().stream) return kStream;
-  return -1;
-}
-
-// Slot of one keyword name: interned names hit the pointer compare; other
-// equal strings (built at run time) fall back to a full compare. -1 with
-// TypeError for an unknown name.
-int8_t keyword_slot(PyObject* key) {
-  int8_t slot = interned_slot(key);
-  if (slot < 0 && PyUnicode_Check(key)) {
-    PyObject* keywords[4] = {names().stream, names().max_version, names().dl_device, names().copy};
-    for (PyObject* n : keywords)
-      if (slot < 0 && PyUnicode_Compare(key, n) == 0) slot = interned_slot(n);
-  }
-  if (slot < 0) {
-    if (PyUnicode_Check(key))
-      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
-    else
-      PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
-  }
-  return slot;
-}
-
-// Binds one keyword argument; -1 with TypeError for a stream given twice.
-int bind_slot(int8_t slot, PyObject* value, bool stream_positional, ExportArgs* a) {
-  if (slot == kStream && stream_positional) {
-    PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
-    return -1;
-  }
-  *slot_at(slot, a) = value;
-  return 0;
-}
-
-int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportArgs* a) {
-  const int8_t slot = keyword_slot(key);
-  if (slot < 0) return -1;
-  return bind_slot(slot, value, stream_positional, a);
-}
-
-// The keyword arguments of a vectorcall. The last names tuple that bound is
-// remembered with its slots (DlpackArgCache): callers pass the same tuple
-// every time (a call site's constant, np.from_dlpack's static one), and it
-// then binds by position.
-int bind_keywords(PyObject* kwnames, PyObject* const* values, bool stream_positional, ExportArgs* a) {
-  DlpackArgCache& cache = module_state.dlpack;
-  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
-  if (kwnames == cache.kwnames) {
-    for (Py_ssize_t k = 0; k < n; ++k)
-      if (bind_slot(cache.keyword_slot[k], values[k], stream_positional, a) < 0) return -1;
-    return 0;
-  }
-  int8_t slots[DlpackArgCache::kMaxKeywords];
-  for (Py_ssize_t k = 0; k < n; ++k) {
-    const int8_t slot = keyword_slot(PyTuple_GET_ITEM(kwnames, k));
-    if (slot < 0 || bind_slot(slot, values[k], stream_positional, a) < 0) return -1;
-    if (k < DlpackArgCache::kMaxKeywords) slots[k] = slot;
-  }
-  if (n <= DlpackArgCache::kMaxKeywords) {
-    Py_XSETREF(cache.kwnames, Py_NewRef(kwnames));
-    std::memcpy(cache.keyword_slot, slots, static_cast<size_t>(n));
-  }
-  return 0;
-}
-
-int too_many_positional(Py_ssize_t nargs) {
-  PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)", nargs);
-  return -1;
-}
+constexpr Signature kDlpackSignature{"__dlpack__", {"stream", "max_version", "dl_device", "copy"}, 1};
 
 PyObject* export_capsule(PyObject* self, const ExportArgs& args);
 
@@ -392,29 +309,18 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args);
 
 // ------------------------------------------------------------------- methods
 
-// (stream=None, *, max_version=None, dl_device=None, copy=None), parsed by
-// hand: the common calls then cost a few pointer compares.
-PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
-  ExportArgs a;
-  Py_ssize_t nargs = args ? PyTuple_GET_SIZE(args) : 0;
-  if (nargs > 1) return too_many_positional(nargs), nullptr;
-  if (nargs == 1) a.stream = PyTuple_GET_ITEM(args, 0);
-  if (kwargs) {
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(kwargs, &pos, &key, &value))
-      if (bind_keyword(key, value, nargs == 1, &a) < 0) return nullptr;
-  }
-  return export_capsule(self, a);
-}
-
+// (stream=None, *, max_version=None, dl_device=None, copy=None). FASTCALL:
+// METH_VARARGS would build a kwargs dict on every export.
 PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  ExportArgs a;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs > 1) return too_many_positional(nargs), nullptr;
-  if (nargs == 1) a.stream = args[0];
-  if (kwnames && bind_keywords(kwnames, args + nargs, nargs == 1, &a) < 0) return nullptr;
-  return export_capsule(self, a);
+  PyObject* a[4];
+  if (parse_args(kDlpackSignature, module_state.keywords.dlpack, args, static_cast<size_t>(nargsf), kwnames, a) < 0)
+    return nullptr;
+  ExportArgs e;
+  e.stream = a[0];
+  e.max_version = a[1];
+  e.dl_device = a[2];
+  e.copy = a[3];
+  return export_capsule(self, e);
 }
 
 namespace {

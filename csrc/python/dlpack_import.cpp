@@ -40,6 +40,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/fastcall.hpp"
 #include "util/scopes.hpp"
 #include "util/type_object.hpp"
 
@@ -463,37 +464,16 @@ PyObject* import(PyObject* x, const Request& req) {
   return copy_result(v, std::move(m));
 }
 
+constexpr Signature kFromDlpackSignature{"from_dlpack", {"x", "device", "copy"}, 1, 1, 1};
+
 PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject* device = nullptr;
-  PyObject* copy = nullptr;
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t k = 0; k < nkw; ++k) {
-    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-    PyObject** slot = nullptr;
-    if (key == names().copy || PyUnicode_CompareWithASCIIString(key, "copy") == 0) slot = &copy;
-    else if (PyUnicode_CompareWithASCIIString(key, "device") == 0) slot = &device;
-    if (!slot) {
-      if (PyUnicode_CompareWithASCIIString(key, "x") == 0)
-        PyErr_SetString(PyExc_TypeError,
-                        "from_dlpack() got some positional-only arguments passed as keyword arguments: 'x'");
-      else
-        PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'", key);
-      return nullptr;
-    }
-    if (*slot) {
-      PyErr_Format(PyExc_TypeError, "from_dlpack() got multiple values for argument '%U'", key);
-      return nullptr;
-    }
-    *slot = args[nargs + k];
-  }
-  if (nargs != 1) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)", nargs);
+  PyObject* a[3];
+  if (parse_args(kFromDlpackSignature, module_state.keywords.from_dlpack, args, static_cast<size_t>(nargsf), kwnames,
+                 a) < 0)
     return nullptr;
-  }
   Request req;
-  if (parse_device(device, &req.device) < 0 || parse_copy(copy, &req.copy) < 0) return nullptr;
-  return import(args[0], req);
+  if (parse_device(a[1], &req.device) < 0 || parse_copy(a[2], &req.copy) < 0) return nullptr;
+  return import(a[0], req);
 }
 
 PyMethodDef import_functions[] = {

@@ -1,6 +1,7 @@
 // The DLPack family's globals (members of ModuleState). Export: what the
 // last __dlpack__ calls passed, so a caller that passes the same objects
-// every time (np.from_dlpack does) pays no parsing. Import: the call
+// every time (np.from_dlpack does) pays no parsing (the keyword names are
+// the parser's, KeywordCaches::dlpack). Import: the call
 // arguments from_dlpack passes, the last exchange API and recent Layouts.
 #pragma once
 #define PY_SSIZE_T_CLEAN
@@ -19,12 +20,6 @@ namespace swpy {
 // so its address can never name another object, and what it parsed to is
 // fixed (tuples of exact ints are immutable through and through).
 struct DlpackArgCache {
-  // The keyword-name tuple of the last call (at most kMaxKeywords names;
-  // a call site's constant, or np.from_dlpack's static tuple) and the
-  // argument each name binds (see dlpack.cpp: ExportSlot).
-  static constexpr int kMaxKeywords = 4;
-  PyObject* kwnames = nullptr;
-  int8_t keyword_slot[kMaxKeywords] = {};
   // The last max_version and dl_device arguments that parsed, when they
   // were exact tuples of exact ints, with their parsed values.
   PyObject* max_version = nullptr;

@@ -15,6 +15,7 @@
 #include "dlpack_state.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
+#include "util/fastcall.hpp"
 
 namespace swpy {
 
@@ -43,6 +44,11 @@ struct RowMajorLayoutCache {
   size_t next = 0;
 };
 
+// The keyword-name tuple each FASTCALL entry point bound last (parse_args).
+struct KeywordCaches {
+  KeywordCache dlpack, from_dlpack, move, move_async, zeros, ones, empty, cpu;
+};
+
 struct TiledValueTypes {
   PyObject *tile_set = nullptr, *tile_selection = nullptr, *residency_plan = nullptr, *tile_state = nullptr,
            *residency_policy = nullptr;
@@ -52,6 +58,7 @@ struct TiledValueTypes {
 
 struct ModuleState {
   InternedNames names{};
+  KeywordCaches keywords;
   // The built-in DType singletons, in dtype.cpp's table order.
   static constexpr int kMaxBuiltinDTypes = 16;
   PyObject* dtype_singletons[kMaxBuiltinDTypes]{};
