@@ -138,7 +138,7 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
     profiler_reattach(session);
     if (!ran) return nullptr;
   }
-  Py_INCREF(self);  // keep the completion alive across the unlocked wait
+  Ref keep = Ref::borrow(self);  // keeps the completion alive across the unlocked wait
   int r = block(a, deadline);
   PyObject* out = nullptr;
   if (r == 0) {
@@ -151,7 +151,6 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
     else
       out = Py_NewRef(Py_None);
   }
-  Py_DECREF(self);
   return out;
 }
 
@@ -179,22 +178,17 @@ PyTypeObject AwaitResidency_Type = static_type("strideweave.carriers.tiled_evict
 
 PyObject* await_new(PyTypeObject* type) {
   // Zero-filled and GC-tracked; traverse copes with the NULL fields.
-  PyObject* self = PyType_GenericAlloc(type, 0);
+  Ref self = Ref::steal(PyType_GenericAlloc(type, 0));
   if (!self) return nullptr;
-  AwaitObject* a = as_await(self);
+  AwaitObject* a = as_await(self.get());
   a->weakreflist = nullptr;
   a->result = nullptr;
   a->error = nullptr;
   a->error_tb = nullptr;
   a->runner = nullptr;
-  try {
-    a->completion = new sw::Completion();
-  } catch (const std::bad_alloc&) {
-    a->completion = nullptr;
-    Py_DECREF(self);
-    return PyErr_NoMemory();
-  }
-  return self;
+  a->completion = nullptr;
+  if (engine_call([&] { a->completion = new sw::Completion(); }) < 0) return nullptr;
+  return self.release();
 }
 
 int await_complete(PyObject* handle, PyObject* value) {

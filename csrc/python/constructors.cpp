@@ -20,6 +20,7 @@
 //    the last few row-major layouts made here are reused.
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "data_shape.hpp"
@@ -109,28 +110,17 @@ int parse_shape(const char* fn, PyObject* shape, Extents* out) {
   return 0;
 }
 
-// The row-major Layout object of extents: a recently made one when its
-// extents match, else a new one (then remembered).
+// The row-major Layout object of extents (the last extent's stride is 1).
 PyObject* row_major_layout(const Extents& e) {
-  RowMajorLayoutCache& cache = module_state.row_major_layouts;
-  const std::span<const int64_t> want = e.span();
-  for (const RowMajorLayoutCache::Entry& c : cache.entries)
-    if (c.layout && std::equal(c.extents.begin(), c.extents.end(), want.begin(), want.end()))
-      return Py_NewRef(c.layout);
-  sw::data::Placement p;
-  Ref lo;
-  try {
-    lo = Ref::steal(layout_from_engine(sw::data::row_major(want, &p)));
-    if (!lo) return nullptr;
-    RowMajorLayoutCache::Entry& slot = cache.entries[cache.next];
-    cache.next = (cache.next + 1) % RowMajorLayoutCache::kSize;
-    slot.extents.assign(want.begin(), want.end());
-    Py_XSETREF(slot.layout, lo.new_ref());
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
+  LeafBuffer buf;
+  std::span<sw::LeafMode> leaves;
+  if (engine_call([&] { leaves = buf.resize(e.n); }) < 0) return nullptr;
+  int64_t stride = 1;  // no overflow: parse_shape bounded the element count
+  for (size_t k = e.n; k-- > 0;) {
+    leaves[k] = sw::LeafMode{e.data()[k], stride};
+    stride *= e.data()[k];
   }
-  return lo.release();
+  return flat_layout_object(leaves);
 }
 
 // ------------------------------------------------------------ dtypes

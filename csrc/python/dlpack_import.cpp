@@ -27,6 +27,8 @@
 // copy). copy=True always gives storage the result owns: the producer's own
 // copy when it flags one (IS_COPIED), else StrideWeave's.
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "dlpack_import.hpp"
 
@@ -235,14 +237,13 @@ int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* 
   if (!capsule && copy == Copy::Yes && PyErr_ExceptionMatches(PyExc_BufferError)) {
     // A producer that cannot copy (tvm-ffi: "copy not yet supported"): take
     // the alias and copy here. If that fails too, the first refusal stands.
-    PyObject* refusal = compat::take_raised();
+    Ref refusal = Ref::steal(compat::take_raised());
     capsule = Ref::steal(call_dlpack(x, method, dl_device, Copy::Unset));
     if (!capsule) {
       PyErr_Clear();
-      compat::restore_raised(refusal);
+      compat::restore_raised(refusal.release());
       return -1;
     }
-    Py_DECREF(refusal);
   }
   if (!capsule) return -1;
   if (!PyCapsule_CheckExact(capsule.get())) {
@@ -281,48 +282,19 @@ int acquire(PyObject* x, const Request& req, dl::ImportedTensor* out) {
 
 // ---------------------------------------------------------------- results
 
-// True when entry holds the leaves of view v (its own, or row-major ones).
-bool same_leaves(const DlpackImportState::LayoutEntry& e, const dl::ImportView& v, bool row_major) {
-  if (!e.layout || e.leaves.size() != static_cast<size_t>(v.ndim)) return false;
-  int64_t s = 1;
-  for (int32_t i = v.ndim; i-- > 0;) {
-    const sw::LeafMode want = row_major ? sw::LeafMode{v.shape[i], s} : v.leaf(i);
-    if (!(e.leaves[static_cast<size_t>(i)] == want)) return false;
-    if (row_major) s *= v.shape[i] > 0 ? v.shape[i] : 1;
-  }
-  return true;
-}
-
-// The Layout of view v (its own leaves, or the row-major ones a copy gets),
-// from the cache when a recent import had the same modes. New reference or
-// NULL.
+// The Layout of view v: its own leaves, or the row-major ones a copy gets.
+// New reference or NULL.
 PyObject* layout_for(const dl::ImportView& v, bool row_major) {
-  DlpackImportState& st = state();
-  for (auto& e : st.layouts)
-    if (same_leaves(e, v, row_major)) return Py_NewRef(e.layout);
-  // A miss: the leaves are this call's own until the entry is written.
-  // Making the Layout object allocates, which may run a collection and a
-  // finalizer that imports too (and uses the cache) before we get back.
-  std::vector<sw::LeafMode> leaves;
-  sw::Layout l;
-  if (engine_call([&] {
-        if (row_major)
-          dl::row_major_leaves(v, &leaves);
-        else
-          dl::import_leaves(v, &leaves);
-        l = dl::flat_layout(leaves);
-      }) < 0)
-    return nullptr;
-  PyObject* obj = layout_from_engine(l);
-  if (!obj) return nullptr;
-  // No Python code runs from here until the entry is whole.
-  auto& slot = st.layouts[st.next_layout];
-  st.next_layout = (st.next_layout + 1) % DlpackImportState::kLayouts;
-  PyObject* old = slot.layout;
-  slot.leaves = std::move(leaves);
-  slot.layout = Py_NewRef(obj);
-  Py_XDECREF(old);
-  return obj;
+  if (row_major) {
+    std::vector<sw::LeafMode> leaves;
+    if (engine_call([&] { dl::row_major_leaves(v, &leaves); }) < 0) return nullptr;
+    return flat_layout_object(leaves);
+  }
+  LeafBuffer buf;
+  std::span<sw::LeafMode> leaves;
+  if (engine_call([&] { leaves = buf.resize(static_cast<size_t>(v.ndim)); }) < 0) return nullptr;
+  for (int32_t i = 0; i < v.ndim; ++i) leaves[static_cast<size_t>(i)] = v.leaf(i);
+  return flat_layout_object(leaves);
 }
 
 // A Tensor viewing the producer's memory in place; the carrier adopts the

@@ -2,7 +2,7 @@
 // last __dlpack__ calls passed, so a caller that passes the same objects
 // every time (np.from_dlpack does) pays no parsing (the keyword names are
 // the parser's, KeywordCaches::dlpack). Import: the call
-// arguments from_dlpack passes, the last exchange API and recent Layouts.
+// arguments from_dlpack passes and the last exchange API.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,16 +46,7 @@ struct DlpackImportState {
   // with its version tag, see exchange_api_of).
   const PyTypeObject* no_exchange_type = nullptr;
   unsigned int no_exchange_tag = 0;
-  // Layouts of recent imports, reused while shape and strides repeat
-  // (Layouts are immutable, so tensors may share one): kLayouts entries,
-  // replaced in turn.
-  static constexpr int kLayouts = 8;
-  struct LayoutEntry {
-    PyObject* layout = nullptr;  // strong
-    std::vector<sw::LeafMode> leaves;
-  };
-  LayoutEntry layouts[kLayouts];
-  int next_layout = 0;
+  // (The Layouts of recent imports are ModuleState::flat_layouts.)
 };
 
 }  // namespace swpy

@@ -15,10 +15,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layout_object.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "keys.hpp"
 #include "layout_keys.hpp"
 #include "tree_rules.hpp"
@@ -298,6 +302,29 @@ PyObject* layout_from_engine(const sw::Layout& l) {
 }
 
 PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(Ref(), Ref(), std::move(l)); }
+
+PyObject* flat_layout_object(std::span<const sw::LeafMode> leaves) {
+  FlatLayoutCache& cache = module_state.flat_layouts;
+  for (const FlatLayoutCache::Entry& e : cache.entries)
+    if (e.layout && std::equal(e.leaves.begin(), e.leaves.end(), leaves.begin(), leaves.end()))
+      return Py_NewRef(e.layout);
+  // A miss: the leaves are this call's own until the entry is written.
+  // Making the Layout object allocates, which may run a collection and a
+  // finalizer that makes a layout too (and uses the cache) before we get back.
+  std::vector<sw::LeafMode> own;
+  Ref lo = Ref::steal(engine_new([&] {
+    own.assign(leaves.begin(), leaves.end());
+    return layout_from_engine(sw::Layout::flat(own));
+  }));
+  if (!lo) return nullptr;
+  // No Python code runs from here until the entry is whole: the replaced
+  // Layout is dropped at the return.
+  FlatLayoutCache::Entry& slot = cache.entries[cache.next];
+  cache.next = (cache.next + 1) % FlatLayoutCache::kSize;
+  Ref replaced = Ref::steal(std::exchange(slot.layout, lo.new_ref()));
+  slot.leaves = std::move(own);
+  return lo.release();
+}
 
 PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n) {
   LayoutObject* s = as_layout(source);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlpack_state.hpp"
+#include "layout_iter.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
 #include "util/fastcall.hpp"
@@ -31,14 +32,15 @@ struct InternedNames {
   PyObject *dunder_dlpack, *dunder_dlpack_exchange_api;
 };
 
-// Row-major Layout objects the tensor constructors made recently
-// (constructors.cpp): layouts are immutable, so tensors of one shape share
-// one. Strong references, module lifetime.
-struct RowMajorLayoutCache {
-  static constexpr size_t kSize = 8;
+// Flat Layout objects made recently by the tensor constructors and
+// from_dlpack (flat_layout_object, layout.cpp), by their leaf modes:
+// layouts are immutable, so tensors of one layout share one object. kSize
+// entries replaced in turn; strong references, module lifetime.
+struct FlatLayoutCache {
+  static constexpr size_t kSize = 16;
   struct Entry {
-    std::vector<int64_t> extents;
     PyObject* layout = nullptr;
+    std::vector<sw::LeafMode> leaves;
   };
   Entry entries[kSize];
   size_t next = 0;
@@ -71,7 +73,7 @@ struct ModuleState {
   ext::ExtensionState extension;
   DlpackArgCache dlpack;
   DlpackImportState dlpack_import;
-  RowMajorLayoutCache row_major_layouts;
+  FlatLayoutCache flat_layouts;
 };
 
 inline ModuleState module_state;

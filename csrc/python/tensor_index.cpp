@@ -370,17 +370,14 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
 
 PyObject* tensor_get_shape(PyObject* self, void*) {
   const std::vector<sw::IntTree>& modes = layout_of(as_tensor(self)->layout).shape().children;
-  PyObject* tup = PyTuple_New(static_cast<Py_ssize_t>(modes.size()));
+  Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(modes.size())));
   if (!tup) return nullptr;
   for (size_t i = 0; i < modes.size(); ++i) {
     PyObject* v = PyLong_FromLongLong(sw::mode_size(modes[i]));
-    if (!v) {
-      Py_DECREF(tup);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tup, static_cast<Py_ssize_t>(i), v);
+    if (!v) return nullptr;
+    PyTuple_SET_ITEM(tup.get(), static_cast<Py_ssize_t>(i), v);
   }
-  return tup;
+  return tup.release();
 }
 
 PyObject* tensor_get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(rank_of(self)); }

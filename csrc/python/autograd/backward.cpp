@@ -84,11 +84,8 @@ PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, con
     for (size_t k = 0; k < ig.size(); ++k) {
       Ref v = Ref::steal(carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(ig[k])));
       if (!v) return nullptr;
-      PyObject* old = PyList_GET_ITEM(list.get(), io[k]);
-      PyObject* s = PyNumber_Add(old, v.get());
-      if (!s) return nullptr;
-      PyList_SET_ITEM(list.get(), io[k], s);
-      Py_DECREF(old);
+      PyObject* s = PyNumber_Add(PyList_GET_ITEM(list.get(), io[k]), v.get());
+      if (!s || PyList_SetItem(list.get(), io[k], s) < 0) return nullptr;  // drops the old item
     }
   }
   return carrier_new_like(like, list.get(), true, nullptr);

@@ -463,9 +463,8 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
 }
 
 PyObject* wait_handle(PyObject* handle) {
-  PyObject* r = PyObject_CallMethod(handle, "wait", nullptr);
-  Py_DECREF(handle);
-  return r;
+  Ref h = Ref::steal(handle);
+  return PyObject_CallMethod(h.get(), "wait", nullptr);
 }
 
 namespace {

@@ -392,9 +392,8 @@ void terminal(const std::shared_ptr<SpanBatch>& sb) {
 void unit_done(const std::shared_ptr<SpanBatch>& sb, Impl::Unit& u, bool ok) {
   Impl& b = *sb->impl;
   if (!ok) {
-    PyObject* e = compat::take_raised();
-    if (!b.error) b.error = Ref::steal(e);
-    else Py_XDECREF(e);
+    Ref e = Ref::steal(compat::take_raised());
+    if (!b.error) b.error = std::move(e);
   }
   for (const SpanCopy& c : u.copies) {
     if (c.transfer < 0) continue;
