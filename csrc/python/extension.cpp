@@ -63,15 +63,12 @@ using ext::g;
 using ext::observe;
 using Storage = sw::ext::Storage;
 
-// The registry's rules and tables (engine, keyed by type addresses). The
-// Python objects its handles point at stay alive here: g.definitions holds
-// each defined class and its StorageProvider, g.route_of each route class.
-sw::ext::Registry g_registry;
+sw::ext::Registry& registry() { return g.registry; }
 
 bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
 // A class that may have a definition: a Python class, or a built-in defined
 // natively (extension_define_native).
-bool definable(PyTypeObject* t) { return is_heap(t) || g_registry.defined(t); }
+bool definable(PyTypeObject* t) { return is_heap(t) || registry().defined(t); }
 
 // cls followed by its Python bases in MRO order, up to the first built-in.
 std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
@@ -90,7 +87,7 @@ std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
 // so the weak reference's callback forgets the class when it dies, before
 // its address can be reused.
 PyObject* forget_observed(PyObject* key, PyObject*) {
-  g_registry.forget(PyLong_AsVoidPtr(key));
+  registry().forget(PyLong_AsVoidPtr(key));
   if (PyErr_Occurred()) PyErr_Clear();
   if (g.observed && PyDict_DelItem(g.observed, key) < 0) PyErr_Clear();
   Py_RETURN_NONE;
@@ -111,14 +108,14 @@ int watch(sw::ext::ClassKey cls) {
 // storage or NULL when it is definition-free. 0 / -1.
 int observe_storage(PyTypeObject* cls, const Storage** storage) {
   *storage = nullptr;
-  if (g_registry.lookup(cls, storage)) return 0;
+  if (registry().lookup(cls, storage)) return 0;
   if (!is_heap(cls)) return 0;  // built-ins have none (unless defined natively: looked up above)
   std::vector<sw::ext::ClassKey> newly;
-  if (engine_call([&] { *storage = g_registry.observe(heap_mro(cls), &newly); }) < 0) return -1;
+  if (engine_call([&] { *storage = registry().observe(heap_mro(cls), &newly); }) < 0) return -1;
   for (size_t i = 0; i < newly.size(); ++i) {
     if (watch(newly[i]) < 0) {
       // Unwatched classes must not stay observed: their death would go unseen.
-      for (size_t j = i; j < newly.size(); ++j) g_registry.forget(newly[j]);
+      for (size_t j = i; j < newly.size(); ++j) registry().forget(newly[j]);
       return -1;
     }
   }
@@ -197,7 +194,7 @@ int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
-  if (sw::ext::Handle op = g_registry.route(src, dst)) {
+  if (sw::ext::Handle op = registry().route(src, dst)) {
     *op_class = Py_NewRef(const_cast<PyObject*>(static_cast<const PyObject*>(op)));
     return 1;
   }
@@ -457,7 +454,7 @@ int check_route_owner(PyObject* route, PyTypeObject* cls, PyObject** incoming_so
   Ref dst = src ? Ref::steal(field(route, g.name.destination_class)) : Ref();
   Ref rid = dst ? Ref::steal(field(route, g.name.route_id)) : Ref();
   if (!rid) return -1;
-  switch (g_registry.route_owner(cls, src.get(), dst.get())) {
+  switch (registry().route_owner(cls, src.get(), dst.get())) {
     case sw::ext::RouteOwner::Outgoing:
       return 0;
     case sw::ext::RouteOwner::Incoming:
@@ -519,7 +516,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     if (check_route_owner(PyTuple_GET_ITEM(routes.get(), i), cls, &source) < 0) return nullptr;
     if (source && PyList_Append(incoming.get(), source) < 0) return nullptr;
   }
-  switch (g_registry.registration_problem(cls)) {
+  switch (registry().registration_problem(cls)) {
     case sw::ext::RegistrationProblem::None:
       break;
     case sw::ext::RegistrationProblem::AlreadyDefined:
@@ -559,7 +556,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     ok = PyDict_SetItem(g.route_of, PyTuple_GET_ITEM(classes.get(), i), PyTuple_GET_ITEM(routes.get(), i)) == 0;
   ok = ok && PyDict_SetItem(g.definitions, cls_obj, storage.get()) == 0;
   ok = ok && engine_call([&] {
-         g_registry.define(cls, Storage{storage.get(), fallback.get() == Py_True}, table);
+         registry().define(cls, Storage{storage.get(), fallback.get() == Py_True}, table);
        }) == 0;
   if (!ok) {
     // Undo the partial registration (memory failure only).
@@ -611,7 +608,7 @@ int extension_observe_class(PyTypeObject* type) {
   // Definitions are exact-class: a subclass of a defined class needs its own.
   std::vector<sw::ext::ClassKey> mro;
   if (engine_call([&] { mro = heap_mro(type); }) < 0) return -1;
-  if (auto* base = static_cast<PyTypeObject*>(const_cast<void*>(g_registry.defined_base(mro)))) {
+  if (auto* base = static_cast<PyTypeObject*>(const_cast<void*>(registry().defined_base(mro)))) {
     PyErr_Format(PyExc_TypeError,
                  "%s has no CarrierDefinition of its own (its base %s has one); definitions are exact-class, so "
                  "register one for %s to build instances",
@@ -626,8 +623,8 @@ int extension_define_native(PyTypeObject* cls) {
   return engine_call([&] {
     // The handle is the class itself: nothing drives this class's storage
     // through a provider (its vtable is its own).
-    g_registry.define(cls, Storage{cls, false}, {});
-    g_registry.observe({cls}, &newly);
+    registry().define(cls, Storage{cls, false}, {});
+    registry().observe({cls}, &newly);
   });
 }
 

@@ -1,10 +1,12 @@
 // Every global of the _core module in one struct: the interned names, the
-// cached singletons and callables, and the state of the move and extension
-// families. This plays the part of PEP 489 module state in CPython's own
-// modules (Modules/_struct.c); _core is a single-phase module (one instance
-// per process), so ModuleState is one constant-initialized object.
-// Thread-local and lock-free runtime state (grad mode, profiler stacks, the
-// in-flight job set) is not module state and stays with its family.
+// cached singletons and callables, the argument parsers' keyword caches,
+// the FileBacked file store, and the state of the DLPack, move and
+// extension families. This plays the part of PEP 489 module state in
+// CPython's own modules (Modules/_struct.c); _core is a single-phase module
+// that supports one interpreter per process, so ModuleState is one static
+// object, alive until the process exits (its file store's destructor is the
+// last sweep of temporary files). The few process-wide variables that are
+// not here, and why, are listed in csrc/python/README.md.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "dlpack_state.hpp"
+#include "file_store.hpp"
 #include "layout_iter.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
@@ -64,6 +67,10 @@ struct ModuleState {
   // The built-in DType singletons, in dtype.cpp's table order.
   static constexpr int kMaxBuiltinDTypes = 16;
   PyObject* dtype_singletons[kMaxBuiltinDTypes]{};
+  // FileBacked's files, their per-process directory and the fork rule
+  // (engine). Its directory's destructor sweeps what the exit hooks could
+  // not (files created after they ran), in the owning process only.
+  sw::FileStore files;
   // FileBacked's cleanup, registered with atexit and re-registered after fork.
   PyObject* file_cleanup = nullptr;
   // The tiled value types strideweave.carriers.tiled_evictable hands over

@@ -1,18 +1,30 @@
 #include "util/errors.hpp"
 
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
+#include "file_store.hpp"
 #include "util/ref.hpp"
 
 namespace swpy {
 
-int raise_engine_exception() { return raise_engine_exception(std::current_exception()); }
+namespace {
 
-int raise_engine_exception(std::exception_ptr e) {
+// The OSError subclass of errno err naming path (none when empty).
+void raise_os_error(int err, const std::string& path) {
+  errno = err;
+  if (path.empty())
+    PyErr_SetFromErrno(PyExc_OSError);
+  else
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path.c_str());
+}
+
+// The translation; path is engine_call_at's (NULL for engine_call).
+int translate(std::exception_ptr e, const std::string* path) {
   try {
     std::rethrow_exception(e);
   } catch (const PythonError&) {
@@ -20,9 +32,15 @@ int raise_engine_exception(std::exception_ptr e) {
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::system_error& err) {
-    // OSError(errno, what) picks the errno's subclass (FileNotFoundError...).
-    Ref exc = Ref::steal(PyObject_CallFunction(PyExc_OSError, "is", err.code().value(), err.what()));
-    if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+    if (path) {
+      // A PathError names the path it failed at; any other error the caller's.
+      const auto* at = dynamic_cast<const sw::PathError*>(&err);
+      raise_os_error(err.code().value(), at ? at->path() : *path);
+    } else {
+      // OSError(errno, what) picks the errno's subclass (FileNotFoundError...).
+      Ref exc = Ref::steal(PyObject_CallFunction(PyExc_OSError, "is", err.code().value(), err.what()));
+      if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+    }
   } catch (const std::overflow_error& err) {
     PyErr_SetString(PyExc_OverflowError, err.what());
   } catch (const std::invalid_argument& err) {
@@ -38,6 +56,12 @@ int raise_engine_exception(std::exception_ptr e) {
   }
   return -1;
 }
+
+}  // namespace
+
+int raise_engine_exception() { return translate(std::current_exception(), nullptr); }
+int raise_engine_exception(std::exception_ptr e) { return translate(e, nullptr); }
+int raise_engine_exception_at(const std::string& path) { return translate(std::current_exception(), &path); }
 
 namespace {
 

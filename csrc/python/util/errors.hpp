@@ -13,6 +13,7 @@
 #include <Python.h>
 
 #include <exception>
+#include <string>
 
 #include "util/compat.hpp"
 
@@ -59,6 +60,22 @@ int engine_call(F&& f) {
     return 0;
   } catch (...) {
     return raise_engine_exception();
+  }
+}
+
+// engine_call for file-system work on path: a std::system_error becomes
+// the OSError subclass of its errno naming the path (FileNotFoundError:
+// [Errno 2] No such file or directory: 'path'); an sw::PathError names the
+// path it failed at; an empty path names none. raise_engine_exception_at is
+// its translator (call only inside a catch block). 0 / -1.
+int raise_engine_exception_at(const std::string& path);
+template <class F>
+int engine_call_at(const std::string& path, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (...) {
+    return raise_engine_exception_at(path);
   }
 }
 
