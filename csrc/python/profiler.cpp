@@ -201,11 +201,10 @@ int64_t profiler_parent_id(PyObject* session) { return sw::profiling::parent_id(
 
 void profiler_push(PyObject* session, int64_t id) {
   if (!session) return;
-  try {
-    sw::profiling::push_open(session, id);
-  } catch (const std::bad_alloc&) {
-    // Out of memory: the events nested in this one lose their parent.
-  }
+  // Out of memory: the events nested in this one lose their parent (the
+  // MemoryError is dropped; a pending exception stays).
+  ErrorGuard keep;
+  engine_call([&] { sw::profiling::push_open(session, id); });
 }
 
 void profiler_pop(PyObject* session) { sw::profiling::pop_open(session); }

@@ -466,13 +466,11 @@ PyObject* tolist_file_backed(PyObject* c, const sw::Layout& l, int64_t offset) {
   const int item = sw::itemsize(code);
   if (item == 0 || !sw::span_fits(offset, fb->size, l.cosize())) return nullptr;
   std::vector<unsigned char> buf;
-  try {
-    buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
-    fb->file.read(offset * item, buf.data(), static_cast<int64_t>(buf.size()));
-  } catch (...) {
-    raise_engine_exception();
+  if (engine_call([&] {
+        buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
+        fb->file.read(offset * item, buf.data(), static_cast<int64_t>(buf.size()));
+      }) < 0)
     return nullptr;
-  }
   return build_host(l, 0, buf.data(), code);
 }
 

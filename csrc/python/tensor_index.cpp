@@ -127,25 +127,15 @@ int parse_items(PyObject* seq, int depth, Resize resize) {
 
 int parse_parts(PyObject* seq, int depth, std::vector<SlicePart>* out) {
   return parse_items(seq, depth, [out](size_t n) -> SlicePart* {
-    try {
-      out->resize(n);
-    } catch (const std::bad_alloc&) {
-      PyErr_NoMemory();
-      return nullptr;
-    }
-    return out->data();
+    return engine_call([&] { out->resize(n); }) < 0 ? nullptr : out->data();
   });
 }
 
 int parse_key(PyObject* key, KeyParts* out) {
   if (!PyTuple_Check(key) && !PyList_Check(key)) return parse_part(key, 0, out->resize(1));
   return parse_items(key, 0, [out](size_t n) -> SlicePart* {
-    try {
-      return out->resize(n);
-    } catch (const std::bad_alloc&) {
-      PyErr_NoMemory();
-      return nullptr;
-    }
+    SlicePart* parts = nullptr;
+    return engine_call([&] { parts = out->resize(n); }) < 0 ? nullptr : parts;
   });
 }
 

@@ -408,14 +408,11 @@ PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
     if (autograd_check_cotangent(self, gradient) < 0) return nullptr;
     g = Ref::borrow(gradient);
   }
-  int rc;
+  int rc = -1;
   {
     NoGrad off;
-    try {
-      rc = traverse(self, g.get(), retain_graph != 0);
-    } catch (...) {  // the traversal's own bookkeeping (std::bad_alloc)
-      rc = raise_engine_exception();
-    }
+    // engine_call: the traversal's own bookkeeping may throw (std::bad_alloc).
+    if (engine_call([&] { rc = traverse(self, g.get(), retain_graph != 0); }) < 0) rc = -1;
   }
   if (rc < 0) return nullptr;
   Py_RETURN_NONE;

@@ -334,12 +334,11 @@ PyObject* attach(PyTypeObject* type, PyObject* te, PyObject* full, std::initiali
   n->te = Py_NewRef(te);
   n->layout = Py_NewRef(as_tensor(full)->layout);
   n->add = add;
-  try {
-    n->tiles = new std::vector<int64_t>(tiles);
-    n->cgrid = new std::vector<int64_t>(cgrid);
-  } catch (...) {
-    return PyErr_NoMemory();
-  }
+  if (engine_call([&] {
+        n->tiles = new std::vector<int64_t>(tiles);
+        n->cgrid = new std::vector<int64_t>(cgrid);
+      }) < 0)
+    return nullptr;
   Ref ins = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size())));
   Ref vers = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size())));
   if (!ins || !vers) return nullptr;

@@ -163,13 +163,8 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
   if (!add_operand(p, a) || (nops == 2 && !add_operand(p, b))) return false;
   // The output's shape (broadcast); a shape mismatch is the dense path's error.
   sw::IntTree shape = a.L().shape();
-  if (nops == 2) {
-    try {
-      shape = sw::broadcast_shapes(a.L().shape(), b.L().shape());
-    } catch (const std::invalid_argument&) {
-      return false;
-    }
-  }
+  if (nops == 2 && engine_call([&] { shape = sw::broadcast_shapes(a.L().shape(), b.L().shape()); }) < 0)
+    return false;
   p->w.out = kind == BandKind::Sum ? sw::compact(sw::IntTree::node({})) : sw::compact(shape);
   p->w.out_slots = p->w.out.size();
   if (!sw::tiled::plan_bands(p->w, shape)) return false;
@@ -306,10 +301,9 @@ bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result) {
   }
   if (t == 0) return false;
   sw::ops::GradPlan gp;
-  try {
-    gp = sw::ops::plan_relu_grad(g.L(), xo.L());
-  } catch (const std::invalid_argument&) {
-    return false;  // (the dense path raises it)
+  if (engine_call([&] { gp = sw::ops::plan_relu_grad(g.L(), xo.L()); }) < 0) {
+    PyErr_Clear();  // the dense path raises it again
+    return false;
   }
   if (!backward_plan(&p, g, xo, x, gp, xo.L().shape())) return false;
   run_plan(nullptr, p, "backward", result);
@@ -328,10 +322,9 @@ bool tiled_mul_grad(const Operand& g, PyObject* x, PyObject* other, Ref* result)
   }
   if (t == 0) return false;
   sw::ops::MulGradPlan gp;
-  try {
-    gp = sw::ops::plan_mul_grad(g.L(), layout_of(as_tensor(x)->layout), &oo.L());
-  } catch (const std::invalid_argument&) {
-    return false;  // (the dense path raises it)
+  if (engine_call([&] { gp = sw::ops::plan_mul_grad(g.L(), layout_of(as_tensor(x)->layout), &oo.L()); }) < 0) {
+    PyErr_Clear();  // the dense path raises it again
+    return false;
   }
   if (gp.reduce) p.w.kind = BandKind::MulGradSum;
   else if (!(layout_of(as_tensor(x)->layout).shape() == g.L().shape())) return false;

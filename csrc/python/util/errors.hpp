@@ -13,6 +13,7 @@
 #include <Python.h>
 
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "util/compat.hpp"
@@ -60,6 +61,34 @@ int engine_call(F&& f) {
     return 0;
   } catch (...) {
     return raise_engine_exception();
+  }
+}
+
+// engine_call for an engine check whose refusal (std::invalid_argument) the
+// caller words itself, naming its operands: 0 passed; 1 refused, the reason
+// in *why and nothing raised; -1 another error, raised.
+template <class F>
+int engine_check(std::string* why, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    return engine_call([&] { *why = e.what(); }) < 0 ? -1 : 1;
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
+// Runs engine code f() where no Python exception can be raised (a worker
+// thread, a GilRelease scope) and returns what it threw, or null, for
+// raise_engine_exception(e) once the GIL is held again.
+template <class F>
+std::exception_ptr engine_capture(F&& f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
   }
 }
 
