@@ -173,8 +173,8 @@ PyGetSetDef Await_getset[] = {
 
 PyTypeObject AwaitResult_Type = static_type("strideweave.AwaitResult", sizeof(AwaitObject));
 PyTypeObject AwaitMove_Type = static_type("strideweave.AwaitMove", sizeof(AwaitObject));
-PyTypeObject AwaitProjection_Type = static_type("strideweave.carriers.tiled_evictable.AwaitProjection", sizeof(AwaitObject));
-PyTypeObject AwaitResidency_Type = static_type("strideweave.carriers.tiled_evictable.AwaitResidency", sizeof(AwaitObject));
+PyTypeObject AwaitProjection_Type = static_type("strideweave.AwaitProjection", sizeof(AwaitObject));
+PyTypeObject AwaitResidency_Type = static_type("strideweave.AwaitResidency", sizeof(AwaitObject));
 
 PyObject* await_new(PyTypeObject* type) {
   // Zero-filled and GC-tracked; traverse copes with the NULL fields.

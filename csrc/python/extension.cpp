@@ -1,8 +1,8 @@
-// Carrier extension (strideweave.carriers.extension): definition-backed
-// Python carriers and their exact transfer routes.
+// Carrier extension: definition-backed Python carriers and their exact
+// transfer routes.
 //
 // The records (StorageProvider, TransferRoute, CarrierDefinition, ...) are
-// frozen dataclasses defined in strideweave/carriers/extension.py; importing
+// frozen dataclasses defined in the Python package (carriers/extension.py); importing
 // that module hands them to _install_extension_records, which keeps them in
 // the module state below (the C side builds TransferRequests and checks
 // prepare() results with them). The registry is process-global and sealed
@@ -125,14 +125,13 @@ int observe_storage(PyTypeObject* cls, const Storage** storage) {
 const char* permits(const Storage* storage) { return sw::ext::fallback_stance(storage); }
 
 
-// The record classes, which strideweave.carriers.extension hands over when
-// `import strideweave` imports it (the native core imports nothing from
-// strideweave.carriers). 0 / -1.
+// The record classes, which the Python package's extension module hands
+// over when `import strideweave` imports it (the native core imports nothing
+// from the Python package). 0 / -1.
 int records_ready() {
   if (g.route_type) return 0;
   PyErr_SetString(PyExc_RuntimeError,
-                  "the carrier extension records are not installed (strideweave.carriers.extension installs them "
-                  "when `import strideweave` runs)");
+                  "the carrier extension records are not installed (`import strideweave` installs them)");
   return -1;
 }
 
@@ -167,7 +166,7 @@ PyObject* mod_install_records(PyObject* module, PyObject* args, PyObject* kwargs
 
 // ------------------------------------------------------------ registry
 
-PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.TransferRouteMoveOperation", sizeof(MoveOperationObject));
+PyTypeObject RouteMove_Type = static_type("strideweave._core._TransferRouteMoveOperation", sizeof(MoveOperationObject));
 
 // ------------------------------------------------------------ route hooks
 
@@ -422,11 +421,13 @@ PyObject* make_route_class(PyObject* route) {
   Ref src = rid ? Ref::steal(field(route, g.name.source_class)) : Ref();
   Ref dst = src ? Ref::steal(field(route, g.name.destination_class)) : Ref();
   Ref name = dst ? Ref::steal(PyUnicode_FromFormat("TransferRoute[%U]", rid.get())) : Ref();
-  Ref dict = name ? Ref::steal(Py_BuildValue("{s:O,s:O,s:O,s:O,s:s,s:s}", "route", route, "route_id", rid.get(),
-                                             "source_class", src.get(), "destination_class", dst.get(),
-                                             "__module__", "strideweave.carriers.extension", "__doc__",
-                                             "Performs one TransferRoute of a CarrierDefinition."))
-                  : Ref();
+  // The class lives beside the records: the module of the route's class.
+  Ref module = name ? Ref::steal(PyObject_GetAttrString(as_obj(Py_TYPE(route)), "__module__")) : Ref();
+  Ref dict = module ? Ref::steal(Py_BuildValue("{s:O,s:O,s:O,s:O,s:O,s:s}", "route", route, "route_id", rid.get(),
+                                               "source_class", src.get(), "destination_class", dst.get(),
+                                               "__module__", module.get(), "__doc__",
+                                               "Performs one TransferRoute of a CarrierDefinition."))
+                    : Ref();
   if (!dict) return nullptr;
   return PyObject_CallFunction(as_obj(&PyType_Type), "O(O)O", name.get(), as_obj(&RouteMove_Type), dict.get());
 }
@@ -582,7 +583,7 @@ PyMethodDef module_methods[] = {
     {"_install_extension_records",
      method_cast(mod_install_records),
      METH_VARARGS | METH_KEYWORDS,
-     "Private: strideweave.carriers.extension hands its record classes to _core (once, at import)."},
+     "Private: the Python package's extension module hands its record classes to _core (once, at import)."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

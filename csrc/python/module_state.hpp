@@ -73,7 +73,7 @@ struct ModuleState {
   sw::FileStore files;
   // FileBacked's cleanup, registered with atexit and re-registered after fork.
   PyObject* file_cleanup = nullptr;
-  // The tiled value types strideweave.carriers.tiled_evictable hands over
+  // The tiled value types the Python package's TiledEvictable module hands over
   // at import (_install_tiled_values).
   TiledValueTypes tiled;
   move_internal::MoveState move;
