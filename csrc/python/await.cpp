@@ -12,6 +12,7 @@
 #include "module.hpp"
 #include "profiler_api.hpp"
 #include "util/errors.hpp"
+#include "util/fastcall.hpp"
 #include "util/ref.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
@@ -305,49 +306,47 @@ int check_handle(PyObject* handle, const char* fn) {
   return -1;
 }
 
+constexpr Signature kAwaitComplete{"_await_complete", {"handle", "value"}, 2, 2, 2};
+constexpr Signature kAwaitFail{"_await_fail", {"handle", "exc"}, 2, 2, 2};
+constexpr Signature kAwaitSetRunner{"_await_set_runner", {"handle", "runner"}, 2, 2, 2};
+
 // True when this call recorded the outcome; False (handle unchanged) when the
 // handle was already terminal. Needs only the GIL, so any thread may call it.
 PyObject* hook_await_complete(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_complete() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_complete") < 0) return nullptr;
-  return PyBool_FromLong(await_complete(args[0], args[1]));
+  PyObject* p[2];
+  if (parse_positional(kAwaitComplete, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_complete") < 0) return nullptr;
+  return PyBool_FromLong(await_complete(p[0], p[1]));
 }
 
 PyObject* hook_await_fail(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_fail() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_fail") < 0) return nullptr;
-  PyObject* exc = args[1];
+  PyObject* p[2];
+  if (parse_positional(kAwaitFail, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_fail") < 0) return nullptr;
+  PyObject* exc = p[1];
   if (!PyExceptionInstance_Check(exc)) {
     PyErr_Format(PyExc_TypeError, "_await_fail() exc must be an exception instance, not %s", type_name(exc));
     return nullptr;
   }
-  if (await_done(args[0])) Py_RETURN_FALSE;
+  if (await_done(p[0])) Py_RETURN_FALSE;
   // await_fail records the pending exception: that is exc itself, so wait()
   // raises this very object.
   compat::restore_raised(Py_NewRef(exc));
-  return PyBool_FromLong(await_fail(args[0]));
+  return PyBool_FromLong(await_fail(p[0]));
 }
 
 // Sets (or with None clears) the callable an untimed wait() runs before
 // blocking; False when the handle is already terminal (nothing is kept).
 PyObject* hook_await_set_runner(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_set_runner() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_set_runner") < 0) return nullptr;
-  PyObject* fn = args[1];
+  PyObject* p[2];
+  if (parse_positional(kAwaitSetRunner, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_set_runner") < 0) return nullptr;
+  PyObject* fn = p[1];
   if (fn != Py_None && !PyCallable_Check(fn)) {
     PyErr_Format(PyExc_TypeError, "_await_set_runner() runner must be callable or None, not %s", type_name(fn));
     return nullptr;
   }
-  AwaitObject* a = as_await(args[0]);
+  AwaitObject* a = as_await(p[0]);
   if (a->completion->done()) Py_RETURN_FALSE;
   Py_XSETREF(a->runner, fn == Py_None ? nullptr : Py_NewRef(fn));
   Py_RETURN_TRUE;

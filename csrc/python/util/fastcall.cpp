@@ -6,6 +6,12 @@ namespace {
 
 const char* plural(Py_ssize_t n) { return n == 1 ? "" : "s"; }
 
+// "positional argument" unless every parameter is positional-only (then
+// there is no other kind to tell them from: "argument").
+const char* kind(const Signature& sig) {
+  return sig.positional_only == sig.count ? "argument" : "positional argument";
+}
+
 // The parameter named key, or -1.
 int param_of(const Signature& sig, PyObject* key) {
   for (int i = 0; i < sig.count; ++i)
@@ -19,17 +25,17 @@ int too_many_positional(const Signature& sig, Py_ssize_t nargs) {
   if (sig.positional == 0)
     PyErr_Format(PyExc_TypeError, "%s() takes no positional arguments (%zd given)", sig.name, nargs);
   else
-    PyErr_Format(PyExc_TypeError, "%s() takes %s %d positional argument%s (%zd given)", sig.name,
-                 sig.positional == sig.required ? "exactly" : "at most", sig.positional, plural(sig.positional),
-                 nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes %s %d %s%s (%zd given)", sig.name,
+                 sig.positional == sig.required ? "exactly" : "at most", sig.positional, kind(sig),
+                 plural(sig.positional), nargs);
   return -1;
 }
 
 int missing(const Signature& sig, int param, Py_ssize_t nargs) {
   if (param < sig.positional_only) {
     const int least = sig.required < sig.positional_only ? sig.required : sig.positional_only;
-    PyErr_Format(PyExc_TypeError, "%s() takes %s %d positional argument%s (%zd given)", sig.name,
-                 least == sig.positional ? "exactly" : "at least", least, plural(least), nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes %s %d %s%s (%zd given)", sig.name,
+                 least == sig.positional ? "exactly" : "at least", least, kind(sig), plural(least), nargs);
   } else if (param < sig.positional) {
     PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", sig.name, sig.params[param],
                  param + 1);

@@ -85,4 +85,11 @@ inline int parse_args(const Signature& sig, KeywordCache& cache, PyObject* const
   return 0;
 }
 
+// parse_args for a METH_FASTCALL function without keywords (every parameter
+// positional-only).
+inline int parse_positional(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject** out) {
+  KeywordCache unused;  // no keyword names to remember
+  return parse_args(sig, unused, args, static_cast<size_t>(nargs), nullptr, out);
+}
+
 }  // namespace swpy
