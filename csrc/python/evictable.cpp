@@ -137,6 +137,13 @@ PyObject* whole(PyObject* carrier, Py_ssize_t n) {
   return tensor_new(carrier, 0, layout.get());
 }
 
+// Copies slots [0, n) of the tier from into to (a lowered move of the whole
+// range, through the tokens that own them). 0 / -1.
+int copy_tier(PyObject* from, int64_t from_token, PyObject* to, int64_t to_token, Py_ssize_t n) {
+  Ref t = Ref::steal(whole(from, n));
+  return t && Ref::steal(move_lowered(t.get(), to, from_token, to_token)) ? 0 : -1;
+}
+
 // The Evictable owns itself for the duration of a transition. 0 / -1.
 int lock(PyObject* self, const char* what, int64_t* token) {
   if (as_carrier(self)->released) {
@@ -460,15 +467,11 @@ PyObject* Evictable_evict(PyObject* self, PyObject*) {
   }
   PyObject* target = fresh ? fresh.get() : o->secondary;
   const int64_t target_token = fresh ? fresh_token : o->state.token(E::Tier::Secondary);
-  Ref t = Ref::steal(whole(o->primary, o->state.slots()));
-  Ref r = t ? Ref::steal(move_lowered(t.get(), target, o->state.token(E::Tier::Primary), target_token)) : Ref();
-  t.reset();
-  if (!r) {
+  if (copy_tier(o->primary, o->state.token(E::Tier::Primary), target, target_token, o->state.slots()) < 0) {
     discard(&fresh, fresh_token);
     unlock(self, me);
     return nullptr;
   }
-  r.reset();
   // The values are in the target: give the primary's storage up. A failing
   // release hook keeps it (claimed again), still promoted, with the
   // secondary it had.
@@ -510,15 +513,11 @@ PyObject* Evictable_promote(PyObject* self, PyObject*) {
   // its own mutability; the tier is owned and never publicly writable).
   Ref fresh = Ref::steal(carrier_allocate_like(o->primary, o->state.slots(), true, nullptr, true));
   const int64_t ft = fresh ? carrier_claim(fresh.get()) : 0;
-  Ref t = ft ? Ref::steal(whole(o->secondary, o->state.slots())) : Ref();
-  Ref r = t ? Ref::steal(move_lowered(t.get(), fresh.get(), o->state.token(E::Tier::Secondary), ft)) : Ref();
-  t.reset();
-  if (!r) {
+  if (!ft || copy_tier(o->secondary, o->state.token(E::Tier::Secondary), fresh.get(), ft, o->state.slots()) < 0) {
     discard(&fresh, ft);
     unlock(self, me);
     return nullptr;
   }
-  r.reset();
   Py_SETREF(o->primary, fresh.release());
   o->state.promoted(ft);
   unlock(self, me);
