@@ -93,7 +93,7 @@ from .carriers.tiled_evictable import TiledEvictable as TiledEvictable, TileSele
 from .carriers.tiled_evictable import TileSet as TileSet, TileState as TileState  # noqa: E402
 
 # The public names, one list (`from strideweave import *`, docs/reference.md
-# documents each; tests/test_reference_docs.py keeps the three in step).
+# documents each; tests/docs/test_reference.py keeps the three in step).
 __all__ = [
     # dtypes and layouts
     "DType", "CompoundDType", "Shape", "Stride", "Layout", "float32", "int32", "bool_",

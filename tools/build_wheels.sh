@@ -62,7 +62,7 @@ python -m build --sdist --outdir "$dist" . >"$work/sdist.log" 2>&1 || { tail -30
 sdist=$(ls "$dist"/strideweave-*.tar.gz)
 # What a user unpacks: the licences and the sources the wheel is built from.
 tar -tzf "$sdist" >"$work/sdist.list"
-for f in LICENSE subprojects/dlpack/LICENSE PKG-INFO meson.build tests/conftest.py; do
+for f in LICENSE subprojects/dlpack/LICENSE PKG-INFO meson.build pyproject.toml tests/conftest.py tests/support/__init__.py; do
   grep -q "^[^/]*/$f\$" "$work/sdist.list" || { echo "sdist lacks $f"; exit 1; }
 done
 twine check --strict "$sdist" >"$work/twine.log" 2>&1 || { cat "$work/twine.log"; exit 1; }

@@ -2,7 +2,7 @@
 # The pytest suite (and the GoogleTest engine suite) against an
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the extension.
 #
-#   bash tools/test_asan.sh [pytest args...]      default: tests; e.g. tests/test_move.py -x
+#   bash tools/test_asan.sh [pytest args...]      default: tests; e.g. tests/move/test_move.py -x
 #
 # Builds build-asan with meson's built-in option
 #   meson setup build-asan -Db_sanitize=address,undefined -Dbuildtype=debugoptimized
@@ -47,7 +47,7 @@ echo "== pytest under ASan/UBSan ($BUILD)"
 [ $# -eq 0 ] && set -- tests
 # libstdc++ is preloaded too so that ASan's operator new/delete interceptors
 # and the extension agree on one C++ runtime when torch/jax load their own.
-# STRIDEWEAVE_SANITIZED tells tests that measure RSS (tests/test_memory.py) to
+# STRIDEWEAVE_SANITIZED tells tests that measure RSS (tests/move/test_memory_bounds.py) to
 # skip: ASan's quarantine and shadow memory make resident-set bounds moot.
 # UBSan reports from the preloaded runtime can reach stderr instead of
 # log_path (seen with this ASan+UBSan pairing), so the run's output is kept

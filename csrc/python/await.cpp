@@ -12,11 +12,12 @@
 #include "module.hpp"
 #include "profiler_api.hpp"
 #include "util/errors.hpp"
+#include "util/fastcall.hpp"
 #include "util/ref.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 
@@ -138,7 +139,7 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
     profiler_reattach(session);
     if (!ran) return nullptr;
   }
-  Py_INCREF(self);  // keep the completion alive across the unlocked wait
+  Ref keep = Ref::borrow(self);  // keeps the completion alive across the unlocked wait
   int r = block(a, deadline);
   PyObject* out = nullptr;
   if (r == 0) {
@@ -151,7 +152,6 @@ PyObject* Await_wait(PyObject* self, PyObject* args, PyObject* kwargs) {
     else
       out = Py_NewRef(Py_None);
   }
-  Py_DECREF(self);
   return out;
 }
 
@@ -174,27 +174,22 @@ PyGetSetDef Await_getset[] = {
 
 PyTypeObject AwaitResult_Type = static_type("strideweave.AwaitResult", sizeof(AwaitObject));
 PyTypeObject AwaitMove_Type = static_type("strideweave.AwaitMove", sizeof(AwaitObject));
-PyTypeObject AwaitProjection_Type = static_type("strideweave.carriers.tiled_evictable.AwaitProjection", sizeof(AwaitObject));
-PyTypeObject AwaitResidency_Type = static_type("strideweave.carriers.tiled_evictable.AwaitResidency", sizeof(AwaitObject));
+PyTypeObject AwaitProjection_Type = static_type("strideweave.AwaitProjection", sizeof(AwaitObject));
+PyTypeObject AwaitResidency_Type = static_type("strideweave.AwaitResidency", sizeof(AwaitObject));
 
 PyObject* await_new(PyTypeObject* type) {
   // Zero-filled and GC-tracked; traverse copes with the NULL fields.
-  PyObject* self = PyType_GenericAlloc(type, 0);
+  Ref self = Ref::steal(PyType_GenericAlloc(type, 0));
   if (!self) return nullptr;
-  AwaitObject* a = as_await(self);
+  AwaitObject* a = as_await(self.get());
   a->weakreflist = nullptr;
   a->result = nullptr;
   a->error = nullptr;
   a->error_tb = nullptr;
   a->runner = nullptr;
-  try {
-    a->completion = new sw::Completion();
-  } catch (const std::bad_alloc&) {
-    a->completion = nullptr;
-    Py_DECREF(self);
-    return PyErr_NoMemory();
-  }
-  return self;
+  a->completion = nullptr;
+  if (engine_call([&] { a->completion = new sw::Completion(); }) < 0) return nullptr;
+  return self.release();
 }
 
 int await_complete(PyObject* handle, PyObject* value) {
@@ -311,49 +306,47 @@ int check_handle(PyObject* handle, const char* fn) {
   return -1;
 }
 
+constexpr Signature kAwaitComplete{"_await_complete", {"handle", "value"}, 2, 2, 2};
+constexpr Signature kAwaitFail{"_await_fail", {"handle", "exc"}, 2, 2, 2};
+constexpr Signature kAwaitSetRunner{"_await_set_runner", {"handle", "runner"}, 2, 2, 2};
+
 // True when this call recorded the outcome; False (handle unchanged) when the
 // handle was already terminal. Needs only the GIL, so any thread may call it.
 PyObject* hook_await_complete(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_complete() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_complete") < 0) return nullptr;
-  return PyBool_FromLong(await_complete(args[0], args[1]));
+  PyObject* p[2];
+  if (parse_positional(kAwaitComplete, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_complete") < 0) return nullptr;
+  return PyBool_FromLong(await_complete(p[0], p[1]));
 }
 
 PyObject* hook_await_fail(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_fail() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_fail") < 0) return nullptr;
-  PyObject* exc = args[1];
+  PyObject* p[2];
+  if (parse_positional(kAwaitFail, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_fail") < 0) return nullptr;
+  PyObject* exc = p[1];
   if (!PyExceptionInstance_Check(exc)) {
     PyErr_Format(PyExc_TypeError, "_await_fail() exc must be an exception instance, not %s", type_name(exc));
     return nullptr;
   }
-  if (await_done(args[0])) Py_RETURN_FALSE;
+  if (await_done(p[0])) Py_RETURN_FALSE;
   // await_fail records the pending exception: that is exc itself, so wait()
   // raises this very object.
   compat::restore_raised(Py_NewRef(exc));
-  return PyBool_FromLong(await_fail(args[0]));
+  return PyBool_FromLong(await_fail(p[0]));
 }
 
 // Sets (or with None clears) the callable an untimed wait() runs before
 // blocking; False when the handle is already terminal (nothing is kept).
 PyObject* hook_await_set_runner(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "_await_set_runner() takes exactly 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  if (check_handle(args[0], "_await_set_runner") < 0) return nullptr;
-  PyObject* fn = args[1];
+  PyObject* p[2];
+  if (parse_positional(kAwaitSetRunner, args, nargs, p) < 0) return nullptr;
+  if (check_handle(p[0], "_await_set_runner") < 0) return nullptr;
+  PyObject* fn = p[1];
   if (fn != Py_None && !PyCallable_Check(fn)) {
     PyErr_Format(PyExc_TypeError, "_await_set_runner() runner must be callable or None, not %s", type_name(fn));
     return nullptr;
   }
-  AwaitObject* a = as_await(args[0]);
+  AwaitObject* a = as_await(p[0]);
   if (a->completion->done()) Py_RETURN_FALSE;
   Py_XSETREF(a->runner, fn == Py_None ? nullptr : Py_NewRef(fn));
   Py_RETURN_TRUE;

@@ -22,6 +22,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/args.hpp"
+#include "util/fastcall.hpp"
 #include "util/type_object.hpp"
 #include "module_state.hpp"
 
@@ -342,13 +343,13 @@ PyObject* Carrier_get_value(PyObject* self, PyObject* key) {
   return native_get(self, i);
 }
 
+constexpr Signature kSetValue{"set_value", {"i", "v"}, 2, 2, 2};
+
 PyObject* Carrier_set_value(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "set_value() takes 2 arguments (index, value), %zd given", nargs);
-    return nullptr;
-  }
+  PyObject* a[2];
+  if (parse_positional(kSetValue, args, nargs, a) < 0) return nullptr;
   Py_ssize_t i;
-  if (index_from_key(args[0], &i) < 0 || native_set(self, i, args[1]) < 0) return nullptr;
+  if (index_from_key(a[0], &i) < 0 || native_set(self, i, a[1]) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 

@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "carrier_kinds.hpp"
-#include "dtype.hpp"
-#include "ownership.hpp"
-#include "storage.hpp"
+#include "carriers/kinds.hpp"
+#include "dtype/dtype.hpp"
+#include "carriers/ownership.hpp"
+#include "files/file_storage.hpp"
+#include "storage/aligned_buffer.hpp"
 #include "dtype_object.hpp"
 #include "slot_values.hpp"
 

@@ -20,12 +20,13 @@
 //    the last few row-major layouts made here are reused.
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
-#include "data_shape.hpp"
-#include "dtype_info.hpp"
-#include "kernels.hpp"
-#include "slot_codec.hpp"
+#include "data/shape.hpp"
+#include "dtype/info.hpp"
+#include "ops/kernels.hpp"
+#include "storage/slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
@@ -35,6 +36,7 @@
 #include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/fastcall.hpp"
 #include "util/scopes.hpp"
 #include "util/type_object.hpp"
 
@@ -108,28 +110,17 @@ int parse_shape(const char* fn, PyObject* shape, Extents* out) {
   return 0;
 }
 
-// The row-major Layout object of extents: a recently made one when its
-// extents match, else a new one (then remembered).
+// The row-major Layout object of extents (the last extent's stride is 1).
 PyObject* row_major_layout(const Extents& e) {
-  RowMajorLayoutCache& cache = module_state.row_major_layouts;
-  const std::span<const int64_t> want = e.span();
-  for (const RowMajorLayoutCache::Entry& c : cache.entries)
-    if (c.layout && std::equal(c.extents.begin(), c.extents.end(), want.begin(), want.end()))
-      return Py_NewRef(c.layout);
-  sw::data::Placement p;
-  Ref lo;
-  try {
-    lo = Ref::steal(layout_from_engine(sw::data::row_major(want, &p)));
-    if (!lo) return nullptr;
-    RowMajorLayoutCache::Entry& slot = cache.entries[cache.next];
-    cache.next = (cache.next + 1) % RowMajorLayoutCache::kSize;
-    slot.extents.assign(want.begin(), want.end());
-    Py_XSETREF(slot.layout, lo.new_ref());
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
+  LeafBuffer buf;
+  std::span<sw::LeafMode> leaves;
+  if (engine_call([&] { leaves = buf.resize(e.n); }) < 0) return nullptr;
+  int64_t stride = 1;  // no overflow: parse_shape bounded the element count
+  for (size_t k = e.n; k-- > 0;) {
+    leaves[k] = sw::LeafMode{e.data()[k], stride};
+    stride *= e.data()[k];
   }
-  return lo.release();
+  return flat_layout_object(leaves);
 }
 
 // ------------------------------------------------------------ dtypes
@@ -180,48 +171,30 @@ PyObject* make(const Extents& e, sw::DTypeCode code, bool zero, Fill&& fill) {
 }
 
 // Parses (shape, *, dtype=...) of zeros/ones/empty.
-int shape_and_dtype(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Extents* e,
-                    sw::DTypeCode* code) {
-  static const char* const kw_names[] = {"shape", "dtype"};
-  PyObject* vals[2] = {nullptr, nullptr};
-  if (nargs > 1) {
-    PyErr_Format(PyExc_TypeError, "%s() takes 1 positional argument (shape) but %zd were given", fn, nargs);
-    return -1;
-  }
-  if (nargs == 1) vals[0] = args[0];
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; i < nkw; ++i) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    int k = 0;
-    while (k < 2 && PyUnicode_CompareWithASCIIString(name, kw_names[k]) != 0) ++k;
-    if (k == 2 || vals[k]) {
-      PyErr_Format(PyExc_TypeError, k == 2 ? "%s() got an unexpected keyword argument %R"
-                                           : "%s() got multiple values for argument %R",
-                   fn, name);
-      return -1;
-    }
-    vals[k] = args[nargs + i];
-  }
-  if (!vals[0]) {
-    PyErr_Format(PyExc_TypeError, "%s() missing required argument 'shape'", fn);
-    return -1;
-  }
+int shape_and_dtype(const Signature& sig, KeywordCache& cache, PyObject* const* args, Py_ssize_t nargsf,
+                    PyObject* kwnames, Extents* e, sw::DTypeCode* code) {
+  PyObject* a[2];
+  if (parse_args(sig, cache, args, static_cast<size_t>(nargsf), kwnames, a) < 0) return -1;
   *code = sw::DTypeCode::Float32;
-  if (parse_shape(fn, vals[0], e) < 0 || parse_dtype(fn, vals[1], code) < 0) return -1;
+  if (parse_shape(sig.name, a[0], e) < 0 || parse_dtype(sig.name, a[1], code) < 0) return -1;
   return 0;
 }
+
+constexpr Signature kZeros{"zeros", {"shape", "dtype"}, 1, 0, 1};
+constexpr Signature kOnes{"ones", {"shape", "dtype"}, 1, 0, 1};
+constexpr Signature kEmpty{"empty", {"shape", "dtype"}, 1, 0, 1};
 
 PyObject* fn_zeros(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Extents e;
   sw::DTypeCode code;
-  if (shape_and_dtype("zeros", args, nargs, kwnames, &e, &code) < 0) return nullptr;
+  if (shape_and_dtype(kZeros, module_state.keywords.zeros, args, nargs, kwnames, &e, &code) < 0) return nullptr;
   return make(e, code, true, [](void*, int64_t) {});
 }
 
 PyObject* fn_empty(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Extents e;
   sw::DTypeCode code;
-  if (shape_and_dtype("empty", args, nargs, kwnames, &e, &code) < 0) return nullptr;
+  if (shape_and_dtype(kEmpty, module_state.keywords.empty, args, nargs, kwnames, &e, &code) < 0) return nullptr;
   return make(e, code, false, [](void*, int64_t) {});
 }
 
@@ -236,7 +209,7 @@ PyObject* filled(const Extents& e, sw::DTypeCode code, PyObject* v) {
 PyObject* fn_ones(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Extents e;
   sw::DTypeCode code;
-  if (shape_and_dtype("ones", args, nargs, kwnames, &e, &code) < 0) return nullptr;
+  if (shape_and_dtype(kOnes, module_state.keywords.ones, args, nargs, kwnames, &e, &code) < 0) return nullptr;
   Ref one = Ref::steal(code == sw::DTypeCode::Bool ? Py_NewRef(Py_True) : PyLong_FromLong(1));
   if (!one) return nullptr;
   return filled(e, code, one.get());

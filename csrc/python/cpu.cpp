@@ -8,9 +8,11 @@
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/args.hpp"
+#include "util/fastcall.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -188,32 +190,23 @@ PyObject* cpu_call_generic(PyObject* type, PyObject* const* args, Py_ssize_t nar
   return PyType_Type.tp_call(type, tuple.get(), kwargs.get());
 }
 
+constexpr Signature kCpuSignature{"CPU", {"size", "dtype", "mutable", "empty"}, 1, 0, 1};
+
 // CPU(n, empty=True) is on every move's path (a fresh destination): a call
-// of the exact class with one positional size and distinct keyword-only
-// arguments skips building and parsing a tuple and dict, converting in
-// CPU_init's order (so the same argument fails first). Anything else (a
-// subclass, size by keyword, an unknown or repeated keyword) takes the
-// generic path with its messages.
+// of the exact class is parsed here, without building a tuple and dict,
+// converting in CPU_init's order (so the same argument fails first). A
+// subclass goes through tp_new and tp_init (its __init__ may be Python's).
 PyObject* CPU_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (type != reinterpret_cast<PyObject*>(&CPU_Type) || nargs != 1)
-    return cpu_call_generic(type, args, nargs, kwnames);
-  static const char* const names[3] = {"dtype", "mutable", "empty"};
-  PyObject* given[3] = {nullptr, nullptr, nullptr};
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; i < nkw; ++i) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    int k = 0;
-    while (k < 3 && PyUnicode_CompareWithASCIIString(name, names[k]) != 0) ++k;
-    if (k == 3 || given[k]) return cpu_call_generic(type, args, nargs, kwnames);
-    given[k] = args[nargs + i];
-  }
+  if (type != reinterpret_cast<PyObject*>(&CPU_Type))
+    return cpu_call_generic(type, args, PyVectorcall_NARGS(nargsf), kwnames);
+  PyObject* a[4];
+  if (parse_args(kCpuSignature, module_state.keywords.cpu, args, nargsf, kwnames, a) < 0) return nullptr;
   Py_ssize_t n;
-  if (!cpu_size_arg(args[0], &n)) return nullptr;
-  PyObject* dtype = given[0] ? given[0] : dtype_singleton(sw::DTypeCode::Float32);
-  const int mutable_ = given[1] ? PyObject_IsTrue(given[1]) : 1;
+  if (!cpu_size_arg(a[0], &n)) return nullptr;
+  PyObject* dtype = a[1] ? a[1] : dtype_singleton(sw::DTypeCode::Float32);
+  const int mutable_ = a[2] ? PyObject_IsTrue(a[2]) : 1;
   if (mutable_ < 0) return nullptr;
-  const int empty = given[2] ? PyObject_IsTrue(given[2]) : 0;
+  const int empty = a[3] ? PyObject_IsTrue(a[3]) : 0;
   if (empty < 0) return nullptr;
   Ref self = Ref::steal(CPU_new(&CPU_Type, nullptr, nullptr));
   if (!self || cpu_init_parsed(self.get(), n, dtype, mutable_, empty) < 0) return nullptr;

@@ -3,7 +3,7 @@
 //
 // Check order (API.md section 7): multi-subtensor, the carrier's dlpack_info()
 // hook and its conversion, copy, dl_device, dtype, max_version, null pointer.
-// The engine (dlpack_export.cpp) builds the managed tensor in one malloc'd
+// The engine (dlpack/export.cpp) builds the managed tensor in one malloc'd
 // block; this file only decides what goes in it and owns the Python side of
 // its lifetime. A CPU carrier's export also holds an export reference on its
 // storage range (pin_cpu_storage), so release() or a move while a consumer
@@ -17,11 +17,12 @@
 #include "tensor_object.hpp"
 #include "module.hpp"
 
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 #include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/fastcall.hpp"
 #include "util/gil_gate.hpp"
 #include "dlpack_exchange.hpp"
 
@@ -42,16 +43,16 @@ constexpr const char* kVersionedName = "dltensor_versioned";
 // thread, so the reference is deliberately leaked instead.
 bool interpreter_alive() { return compat::interpreter_alive(); }
 
-// Py_DECREF that leaves a pending exception exactly as it was. GIL held.
+// A decref that leaves a pending exception exactly as it was. GIL held.
 // Only a decref that deallocates can run code that disturbs it: the common
 // case (the Tensor outlives its export) skips the thread-state lookup.
 void decref_preserving_error(PyObject* o) {
   if (Py_REFCNT(o) > 1 || !PyErr_Occurred()) {
-    Py_DECREF(o);
+    Py_DECREF(o);  // raw: the reference the managed tensor owned (no Ref holds it)
     return;
   }
   ErrorGuard keep;
-  Py_DECREF(o);
+  Py_DECREF(o);  // raw: as above, under the guard
 }
 
 // Drops the managed tensor's Tensor reference. Runs from the engine deleter,
@@ -115,17 +116,13 @@ void versioned_capsule_destructor(PyObject* capsule) {
 // Wraps a managed tensor in a capsule, or runs its deleter and returns NULL.
 template <class M>
 PyObject* wrap(M* m, const char* name, PyCapsule_Destructor destructor) {
-  PyObject* capsule = PyCapsule_New(m, name, destructor);
-  if (!capsule || PyCapsule_SetContext(capsule, m) < 0) {
-    if (capsule) {
-      // Not yet visible to anyone: detach the destructor, then free below.
-      PyCapsule_SetDestructor(capsule, nullptr);
-      Py_DECREF(capsule);
-    }
-    m->deleter(m);
-    return nullptr;
-  }
-  return capsule;
+  Ref capsule = Ref::steal(PyCapsule_New(m, name, destructor));
+  if (capsule && PyCapsule_SetContext(capsule.get(), m) == 0) return capsule.release();
+  // Not yet visible to anyone: detach the destructor, then free below.
+  if (capsule) PyCapsule_SetDestructor(capsule.get(), nullptr);
+  capsule.reset();
+  m->deleter(m);
+  return nullptr;
 }
 
 // ------------------------------------------------------ argument conversions
@@ -178,53 +175,45 @@ int resolve_carrier(PyObject* carrier, uintptr_t* pointer, Device* device) {
     *device = Device{kDLCPU, 0};
     return 0;
   }
-  PyObject* info = carrier_dlpack_info(carrier);
+  Ref info = Ref::steal(carrier_dlpack_info(carrier));
   if (!info) return -1;
-  PyObject* d = info;
-  if (!PyDict_CheckExact(info)) {
-    d = PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), info);
+  Ref d;
+  if (PyDict_CheckExact(info.get())) {
+    d = std::move(info);
+  } else {
+    d = Ref::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), info.get()));
     if (!d) {
       // dict() reports a non-mapping with TypeError or ValueError (a sequence
       // of wrong-length items); both mean "not convertible" here.
       if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
-        raise_type_error_from_current(info);
-      Py_DECREF(info);
+        raise_type_error_from_current(info.get());
       return -1;
     }
-    Py_DECREF(info);
   }
-  int rc = -1;
   PyObject* keys[3] = {names().pointer, names().device_type, names().device_id};
   // Strong references: converting a value may run Python code (__index__)
   // that mutates the hook's dict and frees the others.
-  PyObject* values[3] = {nullptr, nullptr, nullptr};
+  Ref values[3];
   for (int k = 0; k < 3; ++k) {
-    values[k] = Py_XNewRef(PyDict_GetItemWithError(d, keys[k]));
+    values[k] = Ref::borrow(PyDict_GetItemWithError(d.get(), keys[k]));
     if (!values[k]) {
       if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, keys[k]);
-      goto done;
+      return -1;
     }
   }
-  if (PyBool_Check(values[0])) {
+  if (PyBool_Check(values[0].get())) {
     PyErr_SetString(PyExc_TypeError, "dlpack_info()['pointer'] must be an int, not bool");
-    goto done;
+    return -1;
   }
-  {
-    unsigned long long p = PyLong_AsUnsignedLongLong(values[0]);
-    if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) goto done;
-    if (!dl::fits_pointer(p)) {
-      PyErr_SetString(PyExc_OverflowError, "dlpack_info()['pointer'] does not fit a pointer");
-      goto done;
-    }
-    *pointer = static_cast<uintptr_t>(p);
+  const unsigned long long p = PyLong_AsUnsignedLongLong(values[0].get());
+  if (p == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return -1;
+  if (!dl::fits_pointer(p)) {
+    PyErr_SetString(PyExc_OverflowError, "dlpack_info()['pointer'] does not fit a pointer");
+    return -1;
   }
-  if (to_int32(values[1], "device_type", &device->type) < 0) goto done;
-  if (to_int32(values[2], "device_id", &device->id) < 0) goto done;
-  rc = 0;
-done:
-  for (PyObject* v : values) Py_XDECREF(v);
-  Py_DECREF(d);
-  return rc;
+  *pointer = static_cast<uintptr_t>(p);
+  if (to_int32(values[1].get(), "device_type", &device->type) < 0) return -1;
+  return to_int32(values[2].get(), "device_id", &device->id);
 }
 
 // A two-element tuple or list of ints (what = argument name for messages).
@@ -300,91 +289,7 @@ struct ExportArgs {
   bool v1 = false;  // max_version=(1, 0) already parsed (the C exchange API)
 };
 
-// The argument a keyword name binds (DlpackArgCache::keyword_slot).
-enum ExportSlot : int8_t { kStream, kMaxVersion, kDlDevice, kCopy };
-
-PyObject** slot_at(int8_t slot, ExportArgs* a) {
-  switch (slot) {
-    case kStream: return &a->stream;
-    case kMaxVersion: return &a->max_version;
-    case kDlDevice: return &a->dl_device;
-    default: return &a->copy;
-  }
-}
-
-// Slot of an interned keyword name (what the compiler passes), or -1.
-inline int8_t interned_slot(PyObject* key) {
-  if (key == names().max_version) return kMaxVersion;
-  if (key == names().dl_device) return kDlDevice;
-  if (key == names().copy) return kCopy;
-  if (key == names().stream) return kStream;
-  return -1;
-}
-
-// Slot of one keyword name: interned names hit the pointer compare; other
-// equal strings (built at run time) fall back to a full compare. -1 with
-// TypeError for an unknown name.
-int8_t keyword_slot(PyObject* key) {
-  int8_t slot = interned_slot(key);
-  if (slot < 0 && PyUnicode_Check(key)) {
-    PyObject* keywords[4] = {names().stream, names().max_version, names().dl_device, names().copy};
-    for (PyObject* n : keywords)
-      if (slot < 0 && PyUnicode_Compare(key, n) == 0) slot = interned_slot(n);
-  }
-  if (slot < 0) {
-    if (PyUnicode_Check(key))
-      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'", key);
-    else
-      PyErr_SetString(PyExc_TypeError, "__dlpack__() keywords must be strings");
-  }
-  return slot;
-}
-
-// Binds one keyword argument; -1 with TypeError for a stream given twice.
-int bind_slot(int8_t slot, PyObject* value, bool stream_positional, ExportArgs* a) {
-  if (slot == kStream && stream_positional) {
-    PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for argument 'stream'");
-    return -1;
-  }
-  *slot_at(slot, a) = value;
-  return 0;
-}
-
-int bind_keyword(PyObject* key, PyObject* value, bool stream_positional, ExportArgs* a) {
-  const int8_t slot = keyword_slot(key);
-  if (slot < 0) return -1;
-  return bind_slot(slot, value, stream_positional, a);
-}
-
-// The keyword arguments of a vectorcall. The last names tuple that bound is
-// remembered with its slots (DlpackArgCache): callers pass the same tuple
-// every time (a call site's constant, np.from_dlpack's static one), and it
-// then binds by position.
-int bind_keywords(PyObject* kwnames, PyObject* const* values, bool stream_positional, ExportArgs* a) {
-  DlpackArgCache& cache = module_state.dlpack;
-  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
-  if (kwnames == cache.kwnames) {
-    for (Py_ssize_t k = 0; k < n; ++k)
-      if (bind_slot(cache.keyword_slot[k], values[k], stream_positional, a) < 0) return -1;
-    return 0;
-  }
-  int8_t slots[DlpackArgCache::kMaxKeywords];
-  for (Py_ssize_t k = 0; k < n; ++k) {
-    const int8_t slot = keyword_slot(PyTuple_GET_ITEM(kwnames, k));
-    if (slot < 0 || bind_slot(slot, values[k], stream_positional, a) < 0) return -1;
-    if (k < DlpackArgCache::kMaxKeywords) slots[k] = slot;
-  }
-  if (n <= DlpackArgCache::kMaxKeywords) {
-    Py_XSETREF(cache.kwnames, Py_NewRef(kwnames));
-    std::memcpy(cache.keyword_slot, slots, static_cast<size_t>(n));
-  }
-  return 0;
-}
-
-int too_many_positional(Py_ssize_t nargs) {
-  PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)", nargs);
-  return -1;
-}
+constexpr Signature kDlpackSignature{"__dlpack__", {"stream", "max_version", "dl_device", "copy"}, 1};
 
 PyObject* export_capsule(PyObject* self, const ExportArgs& args);
 
@@ -392,29 +297,18 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args);
 
 // ------------------------------------------------------------------- methods
 
-// (stream=None, *, max_version=None, dl_device=None, copy=None), parsed by
-// hand: the common calls then cost a few pointer compares.
-PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
-  ExportArgs a;
-  Py_ssize_t nargs = args ? PyTuple_GET_SIZE(args) : 0;
-  if (nargs > 1) return too_many_positional(nargs), nullptr;
-  if (nargs == 1) a.stream = PyTuple_GET_ITEM(args, 0);
-  if (kwargs) {
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(kwargs, &pos, &key, &value))
-      if (bind_keyword(key, value, nargs == 1, &a) < 0) return nullptr;
-  }
-  return export_capsule(self, a);
-}
-
+// (stream=None, *, max_version=None, dl_device=None, copy=None). FASTCALL:
+// METH_VARARGS would build a kwargs dict on every export.
 PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  ExportArgs a;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs > 1) return too_many_positional(nargs), nullptr;
-  if (nargs == 1) a.stream = args[0];
-  if (kwnames && bind_keywords(kwnames, args + nargs, nargs == 1, &a) < 0) return nullptr;
-  return export_capsule(self, a);
+  PyObject* a[4];
+  if (parse_args(kDlpackSignature, module_state.keywords.dlpack, args, static_cast<size_t>(nargsf), kwnames, a) < 0)
+    return nullptr;
+  ExportArgs e;
+  e.stream = a[0];
+  e.max_version = a[1];
+  e.dl_device = a[2];
+  e.copy = a[3];
+  return export_capsule(self, e);
 }
 
 namespace {
@@ -452,11 +346,11 @@ PyObject* explain_refusal(PyObject* self) {
   if (PyObject_TypeCheck(carrier, &TiledEvictable_Type)) return nullptr;
   const long long span = static_cast<long long>(layout_of(as_tensor(self)->layout).cosize());
   // Taken first: a Python dtype() hook must not run with an exception set.
-  PyObject* exc = compat::take_raised();
+  Ref exc = Ref::steal(compat::take_raised());
   Ref dtype = Ref::steal(carrier_dtype(carrier));
   if (!dtype) {  // a broken dtype hook: keep the carrier's own refusal
     PyErr_Clear();
-    compat::restore_raised(exc);
+    compat::restore_raised(exc.release());
     return nullptr;
   }
   const sw::DTypeCode code = is_dtype(dtype.get()) ? dtype_code(dtype.get()) : sw::DTypeCode::Any;
@@ -464,15 +358,14 @@ PyObject* explain_refusal(PyObject* self) {
     PyErr_Format(PyExc_BufferError,
                  "%S (carrier class %s); to export, move it to a CPU carrier with "
                  "strideweave.move(t, strideweave.CPU(%lld%s)) first",
-                 exc, type_name(carrier), span, arg);
+                 exc.get(), type_name(carrier), span, arg);
   } else {
     PyErr_Format(PyExc_BufferError,
                  "%S (carrier class %s, dtype %R); only CPU carriers export, and they hold only Float32, Int32 "
                  "and Bool, so copy the values out instead: strideweave.tensor(t) (a CPU copy), "
                  "np.asarray(t) or t.tolist()",
-                 exc, type_name(carrier), dtype.get());
+                 exc.get(), type_name(carrier), dtype.get());
   }
-  Py_DECREF(exc);
   return nullptr;
 }
 
@@ -618,20 +511,17 @@ PyObject* export_capsule(PyObject* self, const ExportArgs& args) {
   if (describe_export(self, args, &spec, &versioned) < 0) return nullptr;
   // The managed tensor owns this reference and spec.storage; its deleter
   // drops both.
-  Py_INCREF(self);
+  Ref owner = Ref::borrow(self);
   if (versioned) {
-    DLManagedTensorVersioned* m = dl::make_versioned(spec, self, release_tensor_ref);
-    if (!m) goto no_memory;
-    return wrap(m, kVersionedName, versioned_capsule_destructor);
-  }
-  {
-    DLManagedTensor* m = dl::make_legacy(spec, self, release_tensor_ref);
-    if (!m) goto no_memory;
+    if (DLManagedTensorVersioned* m = dl::make_versioned(spec, owner.get(), release_tensor_ref)) {
+      (void)owner.release();  // now the managed tensor's
+      return wrap(m, kVersionedName, versioned_capsule_destructor);
+    }
+  } else if (DLManagedTensor* m = dl::make_legacy(spec, owner.get(), release_tensor_ref)) {
+    (void)owner.release();  // now the managed tensor's
     return wrap(m, kLegacyName, legacy_capsule_destructor);
   }
-no_memory:
   sw::drop_export_ref(spec.storage);
-  Py_DECREF(self);
   return PyErr_NoMemory();
 }
 
@@ -643,13 +533,14 @@ DLManagedTensorVersioned* dlpack_export_v1(PyObject* tensor) {
   dl::ExportSpec spec;
   bool versioned = false;
   if (describe_export(tensor, args, &spec, &versioned) < 0) return nullptr;
-  Py_INCREF(tensor);
-  DLManagedTensorVersioned* m = dl::make_versioned(spec, tensor, release_tensor_ref);
+  Ref owner = Ref::borrow(tensor);
+  DLManagedTensorVersioned* m = dl::make_versioned(spec, owner.get(), release_tensor_ref);
   if (!m) {
     sw::drop_export_ref(spec.storage);
-    Py_DECREF(tensor);
     PyErr_NoMemory();
+    return nullptr;
   }
+  (void)owner.release();  // now the managed tensor's
   return m;
 }
 
@@ -669,9 +560,8 @@ int dlpack_describe_v1(PyObject* tensor, sw::dlpack::ExportSpec* spec) {
 int dlpack_parse_pair(PyObject* o, const char* what, sw::dlpack::IntPair* out) { return parse_pair(o, what, out); }
 
 PyObject* dlpack_cpu_device() {
-  PyObject* d = device_tuple(Device{kDLCPU, 0});
-  Py_XDECREF(d);  // the module state keeps it
-  return d;
+  // Borrowed: the module state keeps the tuple.
+  return Ref::steal(device_tuple(Device{kDLCPU, 0})).get();
 }
 
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {

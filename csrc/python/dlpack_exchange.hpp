@@ -5,7 +5,7 @@
 #pragma once
 #include <Python.h>
 
-#include "dlpack_export.hpp"
+#include "dlpack/export.hpp"
 
 namespace swpy {
 

@@ -27,8 +27,10 @@
 // copy). copy=True always gives storage the result owns: the producer's own
 // copy when it flags one (IS_COPIED), else StrideWeave's.
 #include <cstring>
+#include <span>
+#include <vector>
 
-#include "dlpack_import.hpp"
+#include "dlpack/import.hpp"
 
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
@@ -40,6 +42,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
+#include "util/fastcall.hpp"
 #include "util/scopes.hpp"
 #include "util/type_object.hpp"
 
@@ -234,14 +237,13 @@ int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* 
   if (!capsule && copy == Copy::Yes && PyErr_ExceptionMatches(PyExc_BufferError)) {
     // A producer that cannot copy (tvm-ffi: "copy not yet supported"): take
     // the alias and copy here. If that fails too, the first refusal stands.
-    PyObject* refusal = compat::take_raised();
+    Ref refusal = Ref::steal(compat::take_raised());
     capsule = Ref::steal(call_dlpack(x, method, dl_device, Copy::Unset));
     if (!capsule) {
       PyErr_Clear();
-      compat::restore_raised(refusal);
+      compat::restore_raised(refusal.release());
       return -1;
     }
-    Py_DECREF(refusal);
   }
   if (!capsule) return -1;
   if (!PyCapsule_CheckExact(capsule.get())) {
@@ -280,48 +282,19 @@ int acquire(PyObject* x, const Request& req, dl::ImportedTensor* out) {
 
 // ---------------------------------------------------------------- results
 
-// True when entry holds the leaves of view v (its own, or row-major ones).
-bool same_leaves(const DlpackImportState::LayoutEntry& e, const dl::ImportView& v, bool row_major) {
-  if (!e.layout || e.leaves.size() != static_cast<size_t>(v.ndim)) return false;
-  int64_t s = 1;
-  for (int32_t i = v.ndim; i-- > 0;) {
-    const sw::LeafMode want = row_major ? sw::LeafMode{v.shape[i], s} : v.leaf(i);
-    if (!(e.leaves[static_cast<size_t>(i)] == want)) return false;
-    if (row_major) s *= v.shape[i] > 0 ? v.shape[i] : 1;
-  }
-  return true;
-}
-
-// The Layout of view v (its own leaves, or the row-major ones a copy gets),
-// from the cache when a recent import had the same modes. New reference or
-// NULL.
+// The Layout of view v: its own leaves, or the row-major ones a copy gets.
+// New reference or NULL.
 PyObject* layout_for(const dl::ImportView& v, bool row_major) {
-  DlpackImportState& st = state();
-  for (auto& e : st.layouts)
-    if (same_leaves(e, v, row_major)) return Py_NewRef(e.layout);
-  // A miss: the leaves are this call's own until the entry is written.
-  // Making the Layout object allocates, which may run a collection and a
-  // finalizer that imports too (and uses the cache) before we get back.
-  std::vector<sw::LeafMode> leaves;
-  sw::Layout l;
-  if (engine_call([&] {
-        if (row_major)
-          dl::row_major_leaves(v, &leaves);
-        else
-          dl::import_leaves(v, &leaves);
-        l = dl::flat_layout(leaves);
-      }) < 0)
-    return nullptr;
-  PyObject* obj = layout_from_engine(l);
-  if (!obj) return nullptr;
-  // No Python code runs from here until the entry is whole.
-  auto& slot = st.layouts[st.next_layout];
-  st.next_layout = (st.next_layout + 1) % DlpackImportState::kLayouts;
-  PyObject* old = slot.layout;
-  slot.leaves = std::move(leaves);
-  slot.layout = Py_NewRef(obj);
-  Py_XDECREF(old);
-  return obj;
+  if (row_major) {
+    std::vector<sw::LeafMode> leaves;
+    if (engine_call([&] { dl::row_major_leaves(v, &leaves); }) < 0) return nullptr;
+    return flat_layout_object(leaves);
+  }
+  LeafBuffer buf;
+  std::span<sw::LeafMode> leaves;
+  if (engine_call([&] { leaves = buf.resize(static_cast<size_t>(v.ndim)); }) < 0) return nullptr;
+  for (int32_t i = 0; i < v.ndim; ++i) leaves[static_cast<size_t>(i)] = v.leaf(i);
+  return flat_layout_object(leaves);
 }
 
 // A Tensor viewing the producer's memory in place; the carrier adopts the
@@ -463,37 +436,16 @@ PyObject* import(PyObject* x, const Request& req) {
   return copy_result(v, std::move(m));
 }
 
+constexpr Signature kFromDlpackSignature{"from_dlpack", {"x", "device", "copy"}, 1, 1, 1};
+
 PyObject* from_dlpack_fn(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject* device = nullptr;
-  PyObject* copy = nullptr;
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t k = 0; k < nkw; ++k) {
-    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-    PyObject** slot = nullptr;
-    if (key == names().copy || PyUnicode_CompareWithASCIIString(key, "copy") == 0) slot = &copy;
-    else if (PyUnicode_CompareWithASCIIString(key, "device") == 0) slot = &device;
-    if (!slot) {
-      if (PyUnicode_CompareWithASCIIString(key, "x") == 0)
-        PyErr_SetString(PyExc_TypeError,
-                        "from_dlpack() got some positional-only arguments passed as keyword arguments: 'x'");
-      else
-        PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'", key);
-      return nullptr;
-    }
-    if (*slot) {
-      PyErr_Format(PyExc_TypeError, "from_dlpack() got multiple values for argument '%U'", key);
-      return nullptr;
-    }
-    *slot = args[nargs + k];
-  }
-  if (nargs != 1) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)", nargs);
+  PyObject* a[3];
+  if (parse_args(kFromDlpackSignature, module_state.keywords.from_dlpack, args, static_cast<size_t>(nargsf), kwnames,
+                 a) < 0)
     return nullptr;
-  }
   Request req;
-  if (parse_device(device, &req.device) < 0 || parse_copy(copy, &req.copy) < 0) return nullptr;
-  return import(args[0], req);
+  if (parse_device(a[1], &req.device) < 0 || parse_copy(a[2], &req.copy) < 0) return nullptr;
+  return import(a[0], req);
 }
 
 PyMethodDef import_functions[] = {

@@ -1,7 +1,8 @@
 // The DLPack family's globals (members of ModuleState). Export: what the
 // last __dlpack__ calls passed, so a caller that passes the same objects
-// every time (np.from_dlpack does) pays no parsing. Import: the call
-// arguments from_dlpack passes, the last exchange API and recent Layouts.
+// every time (np.from_dlpack does) pays no parsing (the keyword names are
+// the parser's, KeywordCaches::dlpack). Import: the call
+// arguments from_dlpack passes and the last exchange API.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -10,8 +11,8 @@
 #include <vector>
 
 #include <dlpack/dlpack.h>
-#include "dlpack_export.hpp"
-#include "layout_iter.hpp"
+#include "dlpack/export.hpp"
+#include "layout/iter.hpp"
 
 namespace swpy {
 
@@ -19,12 +20,6 @@ namespace swpy {
 // so its address can never name another object, and what it parsed to is
 // fixed (tuples of exact ints are immutable through and through).
 struct DlpackArgCache {
-  // The keyword-name tuple of the last call (at most kMaxKeywords names;
-  // a call site's constant, or np.from_dlpack's static tuple) and the
-  // argument each name binds (see dlpack.cpp: ExportSlot).
-  static constexpr int kMaxKeywords = 4;
-  PyObject* kwnames = nullptr;
-  int8_t keyword_slot[kMaxKeywords] = {};
   // The last max_version and dl_device arguments that parsed, when they
   // were exact tuples of exact ints, with their parsed values.
   PyObject* max_version = nullptr;
@@ -51,16 +46,7 @@ struct DlpackImportState {
   // with its version tag, see exchange_api_of).
   const PyTypeObject* no_exchange_type = nullptr;
   unsigned int no_exchange_tag = 0;
-  // Layouts of recent imports, reused while shape and strides repeat
-  // (Layouts are immutable, so tensors may share one): kLayouts entries,
-  // replaced in turn.
-  static constexpr int kLayouts = 8;
-  struct LayoutEntry {
-    PyObject* layout = nullptr;  // strong
-    std::vector<sw::LeafMode> leaves;
-  };
-  LayoutEntry layouts[kLayouts];
-  int next_layout = 0;
+  // (The Layouts of recent imports are ModuleState::flat_layouts.)
 };
 
 }  // namespace swpy

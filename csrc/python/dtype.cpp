@@ -4,7 +4,7 @@
 #include <span>
 #include <string>
 
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 #include "dtype_object.hpp"
 #include "module.hpp"
 #include "module_state.hpp"
@@ -36,39 +36,36 @@ PyObject* DType_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "CompoundDType is abstract; subclass it and set simple_types");
     return nullptr;
   }
-  PyObject* st = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "simple_types");
+  Ref st = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "simple_types"));
   if (!st) {
     PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "%s must define simple_types, a tuple of simple dtypes", type->tp_name);
     return nullptr;
   }
-  PyObject* tup = PySequence_Tuple(st);
-  Py_DECREF(st);
+  Ref tup = Ref::steal(PySequence_Tuple(st.get()));
   if (!tup) {
     PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "%s.simple_types must be a tuple of simple dtypes", type->tp_name);
     return nullptr;
   }
-  if (PyTuple_GET_SIZE(tup) == 0) {
-    Py_DECREF(tup);
+  if (PyTuple_GET_SIZE(tup.get()) == 0) {
     PyErr_Format(PyExc_ValueError, "%s.simple_types must not be empty", type->tp_name);
     return nullptr;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); ++i) {
-    PyObject* d = PyTuple_GET_ITEM(tup, i);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup.get()); ++i) {
+    PyObject* d = PyTuple_GET_ITEM(tup.get(), i);
     if (!is_dtype(d) || !sw::dtype_is_simple(as_dtype(d)->code)) {
-      Py_DECREF(tup);
       PyErr_Format(PyExc_TypeError, "%s.simple_types must hold simple dtypes only", type->tp_name);
       return nullptr;
     }
   }
   PyObject* self = type->tp_alloc(type, 0);
-  if (!self) { Py_DECREF(tup); return nullptr; }
+  if (!self) return nullptr;
   as_dtype(self)->code = sw::DTypeCode::Compound;
   // Not type->tp_name: renaming the class frees that buffer. Readers name a
   // compound by type_name(d).
   as_dtype(self)->name = "CompoundDType";
-  as_dtype(self)->simple_types = tup;
+  as_dtype(self)->simple_types = tup.release();
   return self;
 }
 

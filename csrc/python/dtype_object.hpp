@@ -3,7 +3,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 
 namespace swpy {
 

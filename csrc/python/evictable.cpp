@@ -56,7 +56,7 @@
 //     The secondary's size is no construction rule: eviction fits it.
 #include <new>
 
-#include "evictable_state.hpp"
+#include "carriers/evictable_state.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -131,17 +131,17 @@ void discard(Ref* fresh, int64_t token) {
 
 // A Tensor over slots [0, n) of carrier in the canonical one-mode layout.
 PyObject* whole(PyObject* carrier, Py_ssize_t n) {
-  PyObject* layout;
-  try {
-    layout = layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)})));
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
+  Ref layout = Ref::steal(
+      engine_new([&] { return layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)}))); }));
   if (!layout) return nullptr;
-  PyObject* t = tensor_new(carrier, 0, layout);
-  Py_DECREF(layout);
-  return t;
+  return tensor_new(carrier, 0, layout.get());
+}
+
+// Copies slots [0, n) of the tier from into to (a lowered move of the whole
+// range, through the tokens that own them). 0 / -1.
+int copy_tier(PyObject* from, int64_t from_token, PyObject* to, int64_t to_token, Py_ssize_t n) {
+  Ref t = Ref::steal(whole(from, n));
+  return t && Ref::steal(move_lowered(t.get(), to, from_token, to_token)) ? 0 : -1;
 }
 
 // The Evictable owns itself for the duration of a transition. 0 / -1.
@@ -215,22 +215,16 @@ PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* second
 PyObject* like(CarrierObject* c, PyObject* values, Py_ssize_t n, bool mutable_, PyObject* dtype, bool empty) {
   EvictableObject* o = as_ev(c);
   if (check_tiers(reinterpret_cast<PyObject*>(c)) < 0) return nullptr;
-  PyObject* p = values ? carrier_new_like(o->primary, values, mutable_, dtype)
-                       : carrier_allocate_like(o->primary, n, mutable_, dtype, empty);
+  Ref p = Ref::steal(values ? carrier_new_like(o->primary, values, mutable_, dtype)
+                           : carrier_allocate_like(o->primary, n, mutable_, dtype, empty));
   if (!p) return nullptr;
   if (values) {
-    n = carrier_size(p);
-    if (n < 0) {
-      Py_DECREF(p);
-      return nullptr;
-    }
+    n = carrier_size(p.get());
+    if (n < 0) return nullptr;
   }
   // The secondary stays empty until the first eviction fits it.
-  PyObject* s = carrier_allocate_like(o->secondary, 0, true, dtype, true);
-  PyObject* r = s ? make_evictable(Py_TYPE(c), p, s) : nullptr;
-  Py_XDECREF(s);
-  Py_DECREF(p);
-  return r;
+  Ref s = Ref::steal(carrier_allocate_like(o->secondary, 0, true, dtype, true));
+  return s ? make_evictable(Py_TYPE(c), p.get(), s.get()) : nullptr;
 }
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {
@@ -386,21 +380,16 @@ PyObject* Evictable_new(PyTypeObject* type, PyObject*, PyObject*) {
 }
 
 PyObject* make_evictable(PyTypeObject* type, PyObject* primary, PyObject* secondary) {
-  PyObject* args = PyTuple_New(0);
+  Ref args = Ref::steal(PyTuple_New(0));
   if (!args) return nullptr;
-  PyObject* self = type->tp_new(type, args, nullptr);
-  Py_DECREF(args);
+  Ref self = Ref::steal(type->tp_new(type, args.get(), nullptr));
   if (!self) return nullptr;
-  if (!PyObject_TypeCheck(self, &Evictable_Type)) {
+  if (!PyObject_TypeCheck(self.get(), &Evictable_Type)) {
     PyErr_Format(PyExc_TypeError, "%s.__new__ did not return an Evictable", type->tp_name);
-    Py_DECREF(self);
     return nullptr;
   }
-  if (setup(self, primary, secondary) < 0) {
-    Py_DECREF(self);
-    return nullptr;
-  }
-  return self;
+  if (setup(self.get(), primary, secondary) < 0) return nullptr;
+  return self.release();
 }
 
 int Evictable_init(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -478,15 +467,11 @@ PyObject* Evictable_evict(PyObject* self, PyObject*) {
   }
   PyObject* target = fresh ? fresh.get() : o->secondary;
   const int64_t target_token = fresh ? fresh_token : o->state.token(E::Tier::Secondary);
-  PyObject* t = whole(o->primary, o->state.slots());
-  PyObject* r = t ? move_lowered(t, target, o->state.token(E::Tier::Primary), target_token) : nullptr;
-  Py_XDECREF(t);
-  if (!r) {
+  if (copy_tier(o->primary, o->state.token(E::Tier::Primary), target, target_token, o->state.slots()) < 0) {
     discard(&fresh, fresh_token);
     unlock(self, me);
     return nullptr;
   }
-  Py_DECREF(r);
   // The values are in the target: give the primary's storage up. A failing
   // release hook keeps it (claimed again), still promoted, with the
   // secondary it had.
@@ -526,32 +511,17 @@ PyObject* Evictable_promote(PyObject* self, PyObject*) {
   }
   // Fresh primary storage of the exact class (mutable: the Evictable keeps
   // its own mutability; the tier is owned and never publicly writable).
-  PyObject* fresh = carrier_allocate_like(o->primary, o->state.slots(), true, nullptr, true);
-  int64_t ft = 0;
-  PyObject *t = nullptr, *r = nullptr;
-  if (!fresh) goto error;
-  ft = carrier_claim(fresh);
-  if (!ft) goto error;
-  t = whole(o->secondary, o->state.slots());
-  if (!t) goto error;
-  r = move_lowered(t, fresh, o->state.token(E::Tier::Secondary), ft);
-  Py_DECREF(t);
-  if (!r) goto error;
-  Py_DECREF(r);
-  Py_SETREF(o->primary, fresh);
+  Ref fresh = Ref::steal(carrier_allocate_like(o->primary, o->state.slots(), true, nullptr, true));
+  const int64_t ft = fresh ? carrier_claim(fresh.get()) : 0;
+  if (!ft || copy_tier(o->secondary, o->state.token(E::Tier::Secondary), fresh.get(), ft, o->state.slots()) < 0) {
+    discard(&fresh, ft);
+    unlock(self, me);
+    return nullptr;
+  }
+  Py_SETREF(o->primary, fresh.release());
   o->state.promoted(ft);
   unlock(self, me);
   Py_RETURN_NONE;
-
-error:
-  if (fresh) {
-    ErrorGuard keep;
-    if (ft && carrier_relinquish(fresh, ft) < 0) PyErr_Clear();
-    if (carrier_release(fresh) < 0) PyErr_Clear();
-    Py_DECREF(fresh);
-  }
-  unlock(self, me);
-  return nullptr;
 }
 
 PyObject* Evictable_is_evicted(PyObject* self, PyObject*) { return PyBool_FromLong(as_ev(self)->state.evicted()); }

@@ -1,8 +1,8 @@
-// Carrier extension (strideweave.carriers.extension): definition-backed
-// Python carriers and their exact transfer routes.
+// Carrier extension: definition-backed Python carriers and their exact
+// transfer routes.
 //
 // The records (StorageProvider, TransferRoute, CarrierDefinition, ...) are
-// frozen dataclasses defined in strideweave/carriers/extension.py; importing
+// frozen dataclasses defined in the Python package (carriers/extension.py); importing
 // that module hands them to _install_extension_records, which keeps them in
 // the module state below (the C side builds TransferRequests and checks
 // prepare() results with them). The registry is process-global and sealed
@@ -32,7 +32,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "carrier_registry.hpp"
+#include "carriers/registry.hpp"
 #include "extension/extension.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -63,15 +63,12 @@ using ext::g;
 using ext::observe;
 using Storage = sw::ext::Storage;
 
-// The registry's rules and tables (engine, keyed by type addresses). The
-// Python objects its handles point at stay alive here: g.definitions holds
-// each defined class and its StorageProvider, g.route_of each route class.
-sw::ext::Registry g_registry;
+sw::ext::Registry& registry() { return g.registry; }
 
 bool is_heap(PyTypeObject* t) { return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0; }
 // A class that may have a definition: a Python class, or a built-in defined
 // natively (extension_define_native).
-bool definable(PyTypeObject* t) { return is_heap(t) || g_registry.defined(t); }
+bool definable(PyTypeObject* t) { return is_heap(t) || registry().defined(t); }
 
 // cls followed by its Python bases in MRO order, up to the first built-in.
 std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
@@ -90,7 +87,7 @@ std::vector<sw::ext::ClassKey> heap_mro(PyTypeObject* cls) {
 // so the weak reference's callback forgets the class when it dies, before
 // its address can be reused.
 PyObject* forget_observed(PyObject* key, PyObject*) {
-  g_registry.forget(PyLong_AsVoidPtr(key));
+  registry().forget(PyLong_AsVoidPtr(key));
   if (PyErr_Occurred()) PyErr_Clear();
   if (g.observed && PyDict_DelItem(g.observed, key) < 0) PyErr_Clear();
   Py_RETURN_NONE;
@@ -111,14 +108,14 @@ int watch(sw::ext::ClassKey cls) {
 // storage or NULL when it is definition-free. 0 / -1.
 int observe_storage(PyTypeObject* cls, const Storage** storage) {
   *storage = nullptr;
-  if (g_registry.lookup(cls, storage)) return 0;
+  if (registry().lookup(cls, storage)) return 0;
   if (!is_heap(cls)) return 0;  // built-ins have none (unless defined natively: looked up above)
   std::vector<sw::ext::ClassKey> newly;
-  if (engine_call([&] { *storage = g_registry.observe(heap_mro(cls), &newly); }) < 0) return -1;
+  if (engine_call([&] { *storage = registry().observe(heap_mro(cls), &newly); }) < 0) return -1;
   for (size_t i = 0; i < newly.size(); ++i) {
     if (watch(newly[i]) < 0) {
       // Unwatched classes must not stay observed: their death would go unseen.
-      for (size_t j = i; j < newly.size(); ++j) g_registry.forget(newly[j]);
+      for (size_t j = i; j < newly.size(); ++j) registry().forget(newly[j]);
       return -1;
     }
   }
@@ -128,14 +125,13 @@ int observe_storage(PyTypeObject* cls, const Storage** storage) {
 const char* permits(const Storage* storage) { return sw::ext::fallback_stance(storage); }
 
 
-// The record classes, which strideweave.carriers.extension hands over when
-// `import strideweave` imports it (the native core imports nothing from
-// strideweave.carriers). 0 / -1.
+// The record classes, which the Python package's extension module hands
+// over when `import strideweave` imports it (the native core imports nothing
+// from the Python package). 0 / -1.
 int records_ready() {
   if (g.route_type) return 0;
   PyErr_SetString(PyExc_RuntimeError,
-                  "the carrier extension records are not installed (strideweave.carriers.extension installs them "
-                  "when `import strideweave` runs)");
+                  "the carrier extension records are not installed (`import strideweave` installs them)");
   return -1;
 }
 
@@ -170,7 +166,7 @@ PyObject* mod_install_records(PyObject* module, PyObject* args, PyObject* kwargs
 
 // ------------------------------------------------------------ registry
 
-PyTypeObject RouteMove_Type = static_type("strideweave.carriers.extension.TransferRouteMoveOperation", sizeof(MoveOperationObject));
+PyTypeObject RouteMove_Type = static_type("strideweave._core._TransferRouteMoveOperation", sizeof(MoveOperationObject));
 
 // ------------------------------------------------------------ route hooks
 
@@ -197,7 +193,7 @@ int hook_resolve(PyTypeObject* src, PyTypeObject* dst, PyObject** op_class) {
   const Storage *ss, *ds;
   if (observe_storage(src, &ss) < 0 || observe_storage(dst, &ds) < 0) return -1;
   if (!ss && !ds) return 0;
-  if (sw::ext::Handle op = g_registry.route(src, dst)) {
+  if (sw::ext::Handle op = registry().route(src, dst)) {
     *op_class = Py_NewRef(const_cast<PyObject*>(static_cast<const PyObject*>(op)));
     return 1;
   }
@@ -425,11 +421,13 @@ PyObject* make_route_class(PyObject* route) {
   Ref src = rid ? Ref::steal(field(route, g.name.source_class)) : Ref();
   Ref dst = src ? Ref::steal(field(route, g.name.destination_class)) : Ref();
   Ref name = dst ? Ref::steal(PyUnicode_FromFormat("TransferRoute[%U]", rid.get())) : Ref();
-  Ref dict = name ? Ref::steal(Py_BuildValue("{s:O,s:O,s:O,s:O,s:s,s:s}", "route", route, "route_id", rid.get(),
-                                             "source_class", src.get(), "destination_class", dst.get(),
-                                             "__module__", "strideweave.carriers.extension", "__doc__",
-                                             "Performs one TransferRoute of a CarrierDefinition."))
-                  : Ref();
+  // The class lives beside the records: the module of the route's class.
+  Ref module = name ? Ref::steal(PyObject_GetAttrString(as_obj(Py_TYPE(route)), "__module__")) : Ref();
+  Ref dict = module ? Ref::steal(Py_BuildValue("{s:O,s:O,s:O,s:O,s:O,s:s}", "route", route, "route_id", rid.get(),
+                                               "source_class", src.get(), "destination_class", dst.get(),
+                                               "__module__", module.get(), "__doc__",
+                                               "Performs one TransferRoute of a CarrierDefinition."))
+                    : Ref();
   if (!dict) return nullptr;
   return PyObject_CallFunction(as_obj(&PyType_Type), "O(O)O", name.get(), as_obj(&RouteMove_Type), dict.get());
 }
@@ -457,7 +455,7 @@ int check_route_owner(PyObject* route, PyTypeObject* cls, PyObject** incoming_so
   Ref dst = src ? Ref::steal(field(route, g.name.destination_class)) : Ref();
   Ref rid = dst ? Ref::steal(field(route, g.name.route_id)) : Ref();
   if (!rid) return -1;
-  switch (g_registry.route_owner(cls, src.get(), dst.get())) {
+  switch (registry().route_owner(cls, src.get(), dst.get())) {
     case sw::ext::RouteOwner::Outgoing:
       return 0;
     case sw::ext::RouteOwner::Incoming:
@@ -519,7 +517,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     if (check_route_owner(PyTuple_GET_ITEM(routes.get(), i), cls, &source) < 0) return nullptr;
     if (source && PyList_Append(incoming.get(), source) < 0) return nullptr;
   }
-  switch (g_registry.registration_problem(cls)) {
+  switch (registry().registration_problem(cls)) {
     case sw::ext::RegistrationProblem::None:
       break;
     case sw::ext::RegistrationProblem::AlreadyDefined:
@@ -559,7 +557,7 @@ PyObject* mod_register_definition(PyObject*, PyObject* args, PyObject* kwargs) {
     ok = PyDict_SetItem(g.route_of, PyTuple_GET_ITEM(classes.get(), i), PyTuple_GET_ITEM(routes.get(), i)) == 0;
   ok = ok && PyDict_SetItem(g.definitions, cls_obj, storage.get()) == 0;
   ok = ok && engine_call([&] {
-         g_registry.define(cls, Storage{storage.get(), fallback.get() == Py_True}, table);
+         registry().define(cls, Storage{storage.get(), fallback.get() == Py_True}, table);
        }) == 0;
   if (!ok) {
     // Undo the partial registration (memory failure only).
@@ -585,7 +583,7 @@ PyMethodDef module_methods[] = {
     {"_install_extension_records",
      method_cast(mod_install_records),
      METH_VARARGS | METH_KEYWORDS,
-     "Private: strideweave.carriers.extension hands its record classes to _core (once, at import)."},
+     "Private: the Python package's extension module hands its record classes to _core (once, at import)."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -611,7 +609,7 @@ int extension_observe_class(PyTypeObject* type) {
   // Definitions are exact-class: a subclass of a defined class needs its own.
   std::vector<sw::ext::ClassKey> mro;
   if (engine_call([&] { mro = heap_mro(type); }) < 0) return -1;
-  if (auto* base = static_cast<PyTypeObject*>(const_cast<void*>(g_registry.defined_base(mro)))) {
+  if (auto* base = static_cast<PyTypeObject*>(const_cast<void*>(registry().defined_base(mro)))) {
     PyErr_Format(PyExc_TypeError,
                  "%s has no CarrierDefinition of its own (its base %s has one); definitions are exact-class, so "
                  "register one for %s to build instances",
@@ -626,8 +624,8 @@ int extension_define_native(PyTypeObject* cls) {
   return engine_call([&] {
     // The handle is the class itself: nothing drives this class's storage
     // through a provider (its vtable is its own).
-    g_registry.define(cls, Storage{cls, false}, {});
-    g_registry.observe({cls}, &newly);
+    registry().define(cls, Storage{cls, false}, {});
+    registry().observe({cls}, &newly);
   });
 }
 

@@ -15,7 +15,7 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "dtype_object.hpp"
@@ -25,7 +25,8 @@
 #include "util/args.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
-#include "file_store.hpp"
+#include "util/compat.hpp"
+#include "files/store.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -35,47 +36,12 @@ namespace {
 FileBackedObject* as_fb(PyObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 FileBackedObject* as_fb(CarrierObject* o) { return reinterpret_cast<FileBackedObject*>(o); }
 
-// Files, their per-process directory and the fork rule (engine). Its
-// directory's destructor sweeps what the exit hooks could not (files created
-// after they ran), in the owning process only.
-sw::FileStore g_store;
+sw::FileStore& store() { return module_state.files; }
 
 // A dtype argument this kind stores (a NumPy dtype becomes its DType). 0 / -1.
 int check_dtype(PyObject*& dtype) { return carrier_dtype_arg(sw::CarrierKind::FileBacked, &dtype); }
 
 int64_t item_bytes(FileBackedObject* o) { return sw::codec::slot_bytes(dtype_code(o->dtype)); }
-
-// OSError of the errno subclass (FileExistsError, FileNotFoundError, ...)
-// naming path, for a failed file-system step.
-int raise_os_error(int err, const std::string& path) {
-  errno = err;
-  if (path.empty())
-    PyErr_SetFromErrno(PyExc_OSError);
-  else
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path.c_str());
-  return -1;
-}
-
-// Thrown through the file store when a Python call it made (the base
-// directory) raised: the Python exception is already set.
-struct PythonRaised {};
-
-// Call inside a catch block: PathError -> OSError naming its path,
-// system_error -> OSError naming path, anything else through the house
-// translator.
-int raise_io_exception(const std::string& path) {
-  try {
-    throw;
-  } catch (const PythonRaised&) {
-    return -1;
-  } catch (const sw::PathError& e) {
-    return raise_os_error(e.code().value(), e.path());
-  } catch (const std::system_error& e) {
-    return raise_os_error(e.code().value(), path);
-  } catch (...) {
-    return raise_engine_exception();
-  }
-}
 
 // A str or path-like argument as a file-system string (bytes rejected, as
 // for the filename). what names the argument in the TypeError; none_ok
@@ -129,12 +95,7 @@ int parse_filename(PyObject* filename, std::string* out) {
 int parse_directory(PyObject* directory, std::string* out) {
   std::string dir;
   if (fs_string(directory, "directory", &dir) < 0) return -1;
-  try {
-    *out = sw::resolve_directory(dir);
-  } catch (...) {
-    return raise_io_exception(dir);
-  }
-  return 0;
+  return engine_call_at(dir, [&] { *out = sw::resolve_directory(dir); });
 }
 
 // In a forked multiprocessing worker: cleanup at the worker's exit, which
@@ -142,7 +103,7 @@ int parse_directory(PyObject* directory, std::string* out) {
 // Registered once per process, at its first file; best effort (a plain
 // os.fork() child that exits normally still runs the inherited atexit hook).
 void hook_child_exit() {
-  if (!g_store.needs_exit_hook()) return;
+  if (!store().needs_exit_hook()) return;
   ErrorGuard keep;  // never fails the construction
   Ref name = Ref::steal(PyUnicode_FromString("multiprocessing.util"));
   if (!name) return;
@@ -156,12 +117,12 @@ void hook_child_exit() {
 }
 
 // tempfile.gettempdir() as the file store's base directory; throws
-// PythonRaised with the exception set.
+// PythonError with the exception set.
 std::string temp_base() {
   Ref tempfile = Ref::steal(PyImport_ImportModule("tempfile"));
   Ref base = tempfile ? Ref::steal(PyObject_CallMethod(tempfile.get(), "gettempdir", nullptr)) : Ref();
   std::string b;
-  if (!base || fs_string(base.get(), "temporary directory", &b) < 0) throw PythonRaised{};
+  if (!base || fs_string(base.get(), "temporary directory", &b) < 0) throw PythonError{};
   return b;
 }
 
@@ -170,12 +131,8 @@ std::string temp_base() {
 // per-process directory does so when it creates that directory, the other
 // kinds (directory=, FileBacked.open/create) here. Never fails the caller.
 void sweep_dead_directories() {
-  ErrorGuard keep;
-  try {
-    g_store.sweep_once(temp_base);
-  } catch (...) {
-    PyErr_Clear();  // no usable temporary directory: nothing to sweep
-  }
+  ErrorGuard keep;  // no usable temporary directory: nothing to sweep (the error is dropped)
+  engine_call([] { store().sweep_once(temp_base); });
 }
 
 // Creates the file of a fresh object (no file yet) under name (or a
@@ -185,14 +142,11 @@ int fb_create(FileBackedObject* o, const std::string* name, const std::string* d
               bool mutable_) {
   std::string path;
   if (directory) sweep_dead_directories();
-  try {
-    path = g_store.create(o->file, o, name, directory, temp_base);
-  } catch (...) {
-    return raise_io_exception(std::string());
-  }
+  if (engine_call_at(std::string(), [&] { path = store().create(o->file, o, name, directory, temp_base); }) < 0)
+    return -1;
   PyObject* p = PyUnicode_DecodeFSDefault(path.c_str());
   if (!p) {
-    g_store.close(o->file);
+    store().close(o->file);
     return -1;
   }
   Py_XSETREF(o->path, p);
@@ -205,11 +159,9 @@ int fb_create(FileBackedObject* o, const std::string* name, const std::string* d
 }
 
 int fb_resize(FileBackedObject* o, Py_ssize_t n) {
-  try {
-    o->file.resize(sw::file_slot_bytes(n, static_cast<int>(item_bytes(o))));
-  } catch (...) {
-    return raise_io_exception(o->file.path());
-  }
+  if (engine_call_at(o->file.path(), [&] { o->file.resize(sw::file_slot_bytes(n, static_cast<int>(item_bytes(o)))); }) <
+      0)
+    return -1;
   o->size = n;
   return 0;
 }
@@ -261,12 +213,7 @@ PyObject* vt_get(CarrierObject* c, Py_ssize_t i) {
   FileBackedObject* o = as_fb(c);
   int64_t item = item_bytes(o);
   unsigned char buf[sw::codec::kMaxSlotBytes];
-  try {
-    o->file.read(i * item, buf, item);
-  } catch (...) {
-    raise_io_exception(o->file.path());
-    return nullptr;
-  }
+  if (engine_call_at(o->file.path(), [&] { o->file.read(i * item, buf, item); }) < 0) return nullptr;
   return decode_slot(dtype_code(o->dtype), buf);
 }
 
@@ -280,12 +227,7 @@ int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
     PyErr_SetString(PyExc_RuntimeError, "FileBacked carrier changed during the write");
     return -1;
   }
-  try {
-    o->file.write(i * item, buf, item);
-  } catch (...) {
-    return raise_io_exception(o->file.path());
-  }
-  return 0;
+  return engine_call_at(o->file.path(), [&] { o->file.write(i * item, buf, item); });
 }
 
 // o->path := the file's current path while it is open (a temporary file's
@@ -304,7 +246,7 @@ void vt_release(CarrierObject* c) {
     ErrorGuard keep;  // release never fails: the old path stays on error
     if (refresh_path(o) < 0) PyErr_Clear();
   }
-  g_store.close(o->file);
+  store().close(o->file);
   o->size = 0;
 }
 
@@ -318,12 +260,8 @@ PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObjec
   Ref r = Ref::steal(fb_make_like(as_fb(c), 0, dtype, mutable_));
   if (!r) return nullptr;
   FileBackedObject* o = as_fb(r.get());
-  try {
-    if (n > 0) o->file.write(0, bytes.data(), static_cast<int64_t>(bytes.size()));
-  } catch (...) {
-    raise_io_exception(o->file.path());
+  if (n > 0 && engine_call_at(o->file.path(), [&] { o->file.write(0, bytes.data(), static_cast<int64_t>(bytes.size())); }) < 0)
     return nullptr;
-  }
   o->size = n;
   return r.release();
 }
@@ -390,7 +328,7 @@ int FileBacked_init(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 void FileBacked_dealloc(PyObject* self) {
   FileBackedObject* o = as_fb(self);
-  g_store.close(o->file);
+  store().close(o->file);
   o->file.~FileStorage();
   Py_CLEAR(o->path);
   Py_CLEAR(o->dtype);
@@ -431,29 +369,25 @@ int user_path(PyObject* arg, std::string* out) {
     PyErr_SetString(PyExc_ValueError, "FileBacked path must not be empty");
     return -1;
   }
-  try {
-    *out = sw::absolute_path(p);
-  } catch (...) {
-    return raise_io_exception(p);
-  }
-  return 0;
+  return engine_call_at(p, [&] { *out = sw::absolute_path(p); });
 }
 
-// A failure to open or create a user's file at path: OSError of the errno
-// subclass naming path, but ValueError for a file that is not a regular
-// file (EINVAL from FileStorage::open_existing).
-int raise_user_file_error(const std::string& path) {
-  try {
-    throw;
-  } catch (const std::system_error& e) {
-    if (e.code().value() == EINVAL) {
+// Opens or creates a user's file at path (f): a failure is the OSError of
+// the errno subclass naming path (engine_call_at), but ValueError for a
+// file that is not a regular file (EINVAL from FileStorage::open_existing).
+template <class F>
+int user_file_call(const std::string& path, F&& f) {
+  if (engine_call_at(path, std::forward<F>(f)) == 0) return 0;
+  if (PyErr_ExceptionMatches(PyExc_OSError)) {
+    Ref exc = Ref::steal(compat::take_raised());
+    PyObject* err = reinterpret_cast<PyOSErrorObject*>(exc.get())->myerrno;
+    if (err && PyLong_Check(err) && PyLong_AsLong(err) == EINVAL) {
       PyErr_Format(PyExc_ValueError, "FileBacked needs a regular file: '%s' is not one", path.c_str());
       return -1;
     }
-    return raise_os_error(e.code().value(), path);
-  } catch (...) {
-    return raise_engine_exception();
+    compat::restore_raised(exc.release());
   }
+  return -1;
 }
 
 // Fills the fresh object o (its file open) as a user's file of n slots.
@@ -502,17 +436,12 @@ PyObject* FileBacked_open(PyObject* cls, PyObject* args, PyObject* kwargs) {
   if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
   FileBackedObject* o = as_fb(self.get());
   sw::FileRegion region{};
-  try {
-    const int64_t file_bytes = o->file.open_existing(path, mutable_ != 0);
-    region = sw::plan_file_region(path, file_bytes, offset, slots, item);
-    o->file.set_region(region.base, region.slots * item);
-  } catch (const std::system_error&) {
-    raise_user_file_error(path);
+  if (user_file_call(path, [&] {
+        const int64_t file_bytes = o->file.open_existing(path, mutable_ != 0);
+        region = sw::plan_file_region(path, file_bytes, offset, slots, item);
+        o->file.set_region(region.base, region.slots * item);
+      }) < 0)
     return nullptr;
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
   fill_user_file(o, py_path.release(), dtype, static_cast<Py_ssize_t>(region.slots), mutable_ != 0);
   return self.release();
 }
@@ -538,12 +467,7 @@ PyObject* FileBacked_create_file(PyObject* cls, PyObject* args, PyObject* kwargs
   Ref self, py_path;
   if (!user_file_object(cls, path, &self, &py_path)) return nullptr;
   FileBackedObject* o = as_fb(self.get());
-  try {
-    o->file.create_persistent(path, bytes);
-  } catch (...) {
-    raise_user_file_error(path);
-    return nullptr;
-  }
+  if (user_file_call(path, [&] { o->file.create_persistent(path, bytes); }) < 0) return nullptr;
   fill_user_file(o, py_path.release(), dtype, n, true);
   return self.release();
 }
@@ -571,7 +495,7 @@ PyGetSetDef FileBacked_getset[] = {
 // Exit hook (atexit; multiprocessing finalizer in a forked worker): remove
 // this process's live files and its directory. Idempotent.
 PyObject* cleanup(PyObject*, PyObject*) {
-  g_store.close_all([](void* owner) {
+  store().close_all([](void* owner) {
     FileBackedObject* o = static_cast<FileBackedObject*>(owner);
     o->size = 0;
     o->base.released = true;  // later reads say "released", not EBADF
@@ -584,10 +508,9 @@ PyObject* cleanup(PyObject*, PyObject*) {
 // the child is killed (Pool.terminate()) before its own cleanup. Errors are
 // ignored: the child then creates its directory under the base.
 PyObject* before_fork(PyObject*, PyObject*) {
-  ErrorGuard keep;
-  try {
-    g_store.prepare_fork(temp_base);
-  } catch (...) {
+  {
+    ErrorGuard keep;  // a failure is dropped: the child then makes its own directory
+    engine_call([] { store().prepare_fork(temp_base); });
   }
   Py_RETURN_NONE;
 }
@@ -605,7 +528,7 @@ int register_hooks() {
   if (!atexit) return -1;
   Ref r = Ref::steal(PyObject_CallMethod(atexit.get(), "register", "O", module_state.file_cleanup));
   if (!r) return -1;
-  g_store.mark_exit_hooked();
+  store().mark_exit_hooked();
   Ref before = Ref::steal(PyCFunction_New(&before_fork_def, nullptr));
   Ref os = Ref::steal(PyImport_ImportModule("os"));
   if (!before || !os) return -1;

@@ -4,6 +4,7 @@
 // Python values. Participates in cyclic GC: a slot may refer back to the
 // carrier.
 #include <new>
+#include <utility>
 
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
@@ -87,22 +88,19 @@ PyObject* vt_get(CarrierObject* o, Py_ssize_t i) { return Py_NewRef(PyList_GET_I
 
 int vt_set(CarrierObject* c, Py_ssize_t i, PyObject* v) {
   GenericObject* o = as_generic(c);
-  PyObject* x = value_coerce(dtype_code(o->dtype), v);
+  Ref x = Ref::steal(value_coerce(dtype_code(o->dtype), v));
   if (!x) return -1;
   // Coercion may run Python code (__index__, __float__): recheck the slot.
   if (!o->values || i >= PyList_GET_SIZE(o->values)) {
-    Py_DECREF(x);
     PyErr_SetString(PyExc_RuntimeError, "Generic carrier changed during the write");
     return -1;
   }
-  return PyList_SetItem(o->values, i, x);
+  return PyList_SetItem(o->values, i, x.release());
 }
 
 void vt_release(CarrierObject* c) {
   // Detach first: dropping the values may run arbitrary finalizers.
-  PyObject* v = as_generic(c)->values;
-  as_generic(c)->values = nullptr;
-  Py_XDECREF(v);
+  Ref detached = Ref::steal(std::exchange(as_generic(c)->values, nullptr));
 }
 
 PyObject* vt_new_like(CarrierObject* c, PyObject* values, bool mutable_, PyObject* dtype) {

@@ -1,5 +1,5 @@
 // Layout: an immutable (Shape, Stride) pair; the math lives in the engine
-// (csrc/engine/layout.cpp), this file only parses and converts.
+// (csrc/engine/layout/layout.cpp), this file only parses and converts.
 //
 // Decisions where API.md is silent:
 //  - is_injective is a property (like size and cosize); the engine answers
@@ -15,13 +15,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layout_object.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "keys.hpp"
-#include "layout_keys.hpp"
-#include "tree_rules.hpp"
+#include "layout/keys.hpp"
+#include "layout/tree_rules.hpp"
 #include "util/args.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
@@ -35,17 +39,13 @@ constexpr const char* kNotInDomain = "Key is not in domain of shape";
 
 LayoutObject* as_layout(PyObject* o) { return reinterpret_cast<LayoutObject*>(o); }
 
-// Takes new references to shape and stride (steals both, even on failure;
-// either may be NULL: built on first use).
-PyObject* layout_alloc(PyObject* shape, PyObject* stride, sw::Layout l) {
+// A Layout object holding shape and stride (either may be empty: built on
+// first use).
+PyObject* layout_alloc(Ref shape, Ref stride, sw::Layout l) {
   PyObject* self = Layout_Type.tp_alloc(&Layout_Type, 0);
-  if (!self) {
-    Py_XDECREF(shape);
-    Py_XDECREF(stride);
-    return nullptr;
-  }
-  as_layout(self)->shape = shape;
-  as_layout(self)->stride = stride;
+  if (!self) return nullptr;
+  as_layout(self)->shape = shape.release();
+  as_layout(self)->stride = stride.release();
   new (&as_layout(self)->layout) sw::Layout(std::move(l));
   return self;
 }
@@ -63,15 +63,10 @@ PyObject* Layout_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "Layout stride must be a Stride, got %.100s", Py_TYPE(stride)->tp_name);
     return nullptr;
   }
-  try {
+  return engine_new([&] {
     sw::Layout l(tree_of(shape), tree_of(stride));
-    return layout_alloc(Py_NewRef(shape), Py_NewRef(stride), std::move(l));
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-    return nullptr;
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+    return layout_alloc(Ref::borrow(shape), Ref::borrow(stride), std::move(l));
+  });
 }
 
 void Layout_dealloc(PyObject* self) {
@@ -81,18 +76,6 @@ void Layout_dealloc(PyObject* self) {
   Py_CLEAR(as_layout(self)->shape);
   Py_CLEAR(as_layout(self)->stride);
   Py_TYPE(self)->tp_free(self);
-}
-
-// A Layout object for the engine layout make() returns (its exceptions
-// mapped to Python).
-template <class Make>
-PyObject* layout_from_call(Make make) {
-  try {
-    return layout_from_engine(make());
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
 }
 
 // ---- keys: the walk is the engine's (layout_keys.hpp); this reader turns
@@ -177,15 +160,15 @@ PyObject* Layout_get_is_injective(PyObject* self, void*) {
 
 PyObject* Layout_leaves(PyObject* self, PyObject*) {
   const auto& leaves = layout_of(self).leaves();
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(leaves.size()));
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(leaves.size())));
   if (!list) return nullptr;
   for (size_t i = 0; i < leaves.size(); ++i) {
     PyObject* t = Py_BuildValue("(LL)", static_cast<long long>(leaves[i].extent),
                                 static_cast<long long>(leaves[i].stride));
-    if (!t) { Py_DECREF(list); return nullptr; }
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), t);
+    if (!t) return nullptr;
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), t);
   }
-  return list;
+  return list.release();
 }
 
 Py_ssize_t Layout_len(PyObject* self) {
@@ -199,7 +182,7 @@ PyObject* Layout_item(PyObject* self, Py_ssize_t i) {
     PyErr_SetString(PyExc_IndexError, "Layout index out of range");
     return nullptr;
   }
-  return layout_from_call([&] { return sw::mode_layout(l, static_cast<size_t>(i)); });
+  return engine_new([&] { return layout_from_engine(sw::mode_layout(l, static_cast<size_t>(i))); });
 }
 
 PyObject* Layout_subscript(PyObject* self, PyObject* key) {
@@ -209,7 +192,7 @@ PyObject* Layout_subscript(PyObject* self, PyObject* key) {
     Py_ssize_t start, stop, step;
     if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
     Py_ssize_t n = PySlice_AdjustIndices(n_modes, &start, &stop, step);
-    return layout_from_call([&] { return sw::select_modes(l, start, step, n); });
+    return engine_new([&] { return layout_from_engine(sw::select_modes(l, start, step, n)); });
   }
   if (PyIndex_Check(key) && !PyBool_Check(key)) {  // bool is no mode number
     Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
@@ -226,18 +209,13 @@ PyObject* Layout_broadcast_to(PyObject* self, PyObject* shape) {
     PyErr_Format(PyExc_TypeError, "broadcast_to() expects a Shape, got %.100s", Py_TYPE(shape)->tp_name);
     return nullptr;
   }
-  try {
+  return engine_new([&]() -> PyObject* {
     sw::Layout b = layout_of(self).broadcast_to(tree_of(shape));
     // The result keeps the given Shape object, like Layout(shape, stride).
-    PyObject* stride = stride_from_tree(b.stride());
+    Ref stride = Ref::steal(stride_from_tree(b.stride()));
     if (!stride) return nullptr;
-    return layout_alloc(Py_NewRef(shape), stride, std::move(b));
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-    return nullptr;
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+    return layout_alloc(Ref::borrow(shape), std::move(stride), std::move(b));
+  });
 }
 
 PyObject* Layout_canonical(PyObject*, PyObject* shape) {
@@ -245,17 +223,12 @@ PyObject* Layout_canonical(PyObject*, PyObject* shape) {
     PyErr_Format(PyExc_TypeError, "Layout.canonical() expects a Shape, got %.100s", Py_TYPE(shape)->tp_name);
     return nullptr;
   }
-  try {
+  return engine_new([&]() -> PyObject* {
     sw::Layout c = sw::Layout::canonical(tree_of(shape));
-    PyObject* stride = stride_from_tree(c.stride());
+    Ref stride = Ref::steal(stride_from_tree(c.stride()));
     if (!stride) return nullptr;
-    return layout_alloc(Py_NewRef(shape), stride, std::move(c));
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-    return nullptr;
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+    return layout_alloc(Ref::borrow(shape), std::move(stride), std::move(c));
+  });
 }
 
 PyObject* Layout_repr(PyObject* self) {
@@ -326,14 +299,33 @@ PyMappingMethods Layout_as_mapping = {
 PyTypeObject Layout_Type = static_type("strideweave.Layout", sizeof(LayoutObject));
 
 PyObject* layout_from_engine(const sw::Layout& l) {
-  try {
-    return layout_alloc(nullptr, nullptr, l);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return engine_new([&] { return layout_alloc(Ref(), Ref(), l); });
 }
 
-PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(nullptr, nullptr, std::move(l)); }
+PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(Ref(), Ref(), std::move(l)); }
+
+PyObject* flat_layout_object(std::span<const sw::LeafMode> leaves) {
+  FlatLayoutCache& cache = module_state.flat_layouts;
+  for (const FlatLayoutCache::Entry& e : cache.entries)
+    if (e.layout && std::equal(e.leaves.begin(), e.leaves.end(), leaves.begin(), leaves.end()))
+      return Py_NewRef(e.layout);
+  // A miss: the leaves are this call's own until the entry is written.
+  // Making the Layout object allocates, which may run a collection and a
+  // finalizer that makes a layout too (and uses the cache) before we get back.
+  std::vector<sw::LeafMode> own;
+  Ref lo = Ref::steal(engine_new([&] {
+    own.assign(leaves.begin(), leaves.end());
+    return layout_from_engine(sw::Layout::flat(own));
+  }));
+  if (!lo) return nullptr;
+  // No Python code runs from here until the entry is whole: the replaced
+  // Layout is dropped at the return.
+  FlatLayoutCache::Entry& slot = cache.entries[cache.next];
+  cache.next = (cache.next + 1) % FlatLayoutCache::kSize;
+  Ref replaced = Ref::steal(std::exchange(slot.layout, lo.new_ref()));
+  slot.leaves = std::move(own);
+  return lo.release();
+}
 
 PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n) {
   LayoutObject* s = as_layout(source);
@@ -341,27 +333,15 @@ PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t 
     const std::vector<sw::LeafMode>& have = layout_of(s->last_view).leaves();
     if (std::equal(have.begin(), have.end(), leaves, leaves + n)) return Py_NewRef(s->last_view);
   }
-  PyObject* lo;
-  try {
-    lo = layout_from_engine(sw::Layout::flat(std::vector<sw::LeafMode>(leaves, leaves + n)));
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
+  PyObject* lo =
+      engine_new([&] { return layout_from_engine(sw::Layout::flat(std::vector<sw::LeafMode>(leaves, leaves + n))); });
   if (lo) Py_XSETREF(s->last_view, Py_NewRef(lo));
   return lo;
 }
 
 int layout_is_injective(PyObject* layout) {
   LayoutObject* o = as_layout(layout);
-  if (o->injective == 0) {
-    try {
-      o->injective = o->layout.is_injective() ? 1 : -1;
-    } catch (const std::bad_alloc&) {
-      PyErr_NoMemory();
-      return -1;
-    }
-  }
+  if (o->injective == 0 && engine_call([&] { o->injective = o->layout.is_injective() ? 1 : -1; }) < 0) return -1;
   return o->injective > 0 ? 1 : 0;
 }
 

@@ -5,8 +5,10 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace swpy {
 
@@ -51,6 +53,26 @@ PyObject* layout_stride(PyObject* layout);
 // for a view of source: the one the last such view of source got when its
 // modes are the same (layouts are immutable), else a new one. New reference.
 PyObject* layout_flat_view(PyObject* source, const sw::LeafMode* leaves, size_t n);
+// The flat Layout object (top-level modes = leaves) that tensor constructors
+// and from_dlpack give: a recently made one with the same leaves
+// (FlatLayoutCache in module state; layouts are immutable, so tensors may
+// share one), else a new one, then remembered. New reference or NULL.
+PyObject* flat_layout_object(std::span<const sw::LeafMode> leaves);
+// Room for the leaf modes of a rank known at run time: inline up to kInline
+// (every practical rank, no allocation), else on the heap.
+struct LeafBuffer {
+  static constexpr size_t kInline = 8;
+  // n modes to fill; the heap case may throw std::bad_alloc (engine_call).
+  std::span<sw::LeafMode> resize(size_t n) {
+    if (n <= kInline) return {inline_, n};
+    heap_.resize(n);
+    return heap_;
+  }
+
+ private:
+  sw::LeafMode inline_[kInline];
+  std::vector<sw::LeafMode> heap_;
+};
 // Whether the layout is injective (cached on the object). 1 / 0, or -1 with
 // MemoryError.
 int layout_is_injective(PyObject* layout);

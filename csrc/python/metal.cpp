@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "metal_buffer.hpp"
+#include "metal/buffer.hpp"
 #include "metal_test_hooks.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
@@ -62,6 +62,19 @@ std::shared_ptr<M::Runtime> require_runtime() {
   return rt;
 }
 
+// A device step's failure names its step ("Metal <step> failed: ..."): the
+// house translation (raise_engine_exception) plus Metal's one exception.
+int raise_device_error(std::exception_ptr err) {
+  try {
+    std::rethrow_exception(err);
+  } catch (const M::StepError& e) {
+    PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", e.step(), e.what());
+    return -1;
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
 // Runs engine device steps, with the GIL released unless told otherwise (a
 // synchronization may block for as long as the device works). 0 / -1 with
 // RuntimeError ("Metal <step> failed: ...") or the translated engine error.
@@ -71,21 +84,9 @@ int device(F&& f, bool release_gil = true) {
   {
     std::optional<GilRelease> nogil;
     if (release_gil) nogil.emplace();
-    try {
-      f();
-    } catch (...) {
-      err = std::current_exception();  // translated once the GIL is back
-    }
+    err = engine_capture(f);  // translated once the GIL is back
   }
-  if (!err) return 0;
-  try {
-    std::rethrow_exception(err);
-  } catch (const M::StepError& e) {
-    PyErr_Format(PyExc_RuntimeError, "Metal %s failed: %s", e.step(), e.what());
-    return -1;
-  } catch (...) {
-    return raise_engine_exception();
-  }
+  return err ? raise_device_error(err) : 0;
 }
 
 // Allocates storage for n slots into a fresh (empty) Metal object.

@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "metal_runtime.hpp"
+#include "metal/runtime.hpp"
 
 namespace swpy {
 

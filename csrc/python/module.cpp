@@ -2,17 +2,13 @@
 // file's init function (see SW_MODULE_INITS in module.hpp).
 #include "module.hpp"
 #include "module_state.hpp"
+#include "util/ref.hpp"
 
 namespace swpy {
 
 int add_type(PyObject* module, PyTypeObject* type, const char* name) {
   if (PyType_Ready(type) < 0) return -1;
-  Py_INCREF(type);
-  if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {
-    Py_DECREF(type);
-    return -1;
-  }
-  return 0;
+  return PyModule_AddObjectRef(module, name, reinterpret_cast<PyObject*>(type));
 }
 
 int intern_module_names() {
@@ -61,15 +57,11 @@ PyModuleDef core_module = {
 }  // namespace swpy
 
 PyMODINIT_FUNC PyInit__core(void) {
-  PyObject* m = PyModule_Create(&swpy::core_module);
-  if (!m) return nullptr;
-  if (swpy::intern_module_names() < 0) {
-    Py_DECREF(m);
-    return nullptr;
-  }
+  swpy::Ref m = swpy::Ref::steal(PyModule_Create(&swpy::core_module));
+  if (!m || swpy::intern_module_names() < 0) return nullptr;
 #define SW_CALL_INIT(name) \
-  if (swpy::name##_module_init(m) < 0) { Py_DECREF(m); return nullptr; }
+  if (swpy::name##_module_init(m.get()) < 0) return nullptr;
   SW_MODULE_INITS(SW_CALL_INIT)
 #undef SW_CALL_INIT
-  return m;
+  return m.release();
 }

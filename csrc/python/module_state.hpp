@@ -1,10 +1,12 @@
 // Every global of the _core module in one struct: the interned names, the
-// cached singletons and callables, and the state of the move and extension
-// families. This plays the part of PEP 489 module state in CPython's own
-// modules (Modules/_struct.c); _core is a single-phase module (one instance
-// per process), so ModuleState is one constant-initialized object.
-// Thread-local and lock-free runtime state (grad mode, profiler stacks, the
-// in-flight job set) is not module state and stays with its family.
+// cached singletons and callables, the argument parsers' keyword caches,
+// the FileBacked file store, and the state of the DLPack, move and
+// extension families. This plays the part of PEP 489 module state in
+// CPython's own modules (Modules/_struct.c); _core is a single-phase module
+// that supports one interpreter per process, so ModuleState is one static
+// object, alive until the process exits (its file store's destructor is the
+// last sweep of temporary files). The few process-wide variables that are
+// not here, and why, are listed in csrc/python/README.md.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -13,8 +15,11 @@
 #include <vector>
 
 #include "dlpack_state.hpp"
+#include "files/store.hpp"
+#include "layout/iter.hpp"
 #include "extension/state.hpp"
 #include "move/state.hpp"
+#include "util/fastcall.hpp"
 
 namespace swpy {
 
@@ -30,17 +35,23 @@ struct InternedNames {
   PyObject *dunder_dlpack, *dunder_dlpack_exchange_api;
 };
 
-// Row-major Layout objects the tensor constructors made recently
-// (constructors.cpp): layouts are immutable, so tensors of one shape share
-// one. Strong references, module lifetime.
-struct RowMajorLayoutCache {
-  static constexpr size_t kSize = 8;
+// Flat Layout objects made recently by the tensor constructors and
+// from_dlpack (flat_layout_object, layout.cpp), by their leaf modes:
+// layouts are immutable, so tensors of one layout share one object. kSize
+// entries replaced in turn; strong references, module lifetime.
+struct FlatLayoutCache {
+  static constexpr size_t kSize = 16;
   struct Entry {
-    std::vector<int64_t> extents;
     PyObject* layout = nullptr;
+    std::vector<sw::LeafMode> leaves;
   };
   Entry entries[kSize];
   size_t next = 0;
+};
+
+// The keyword-name tuple each FASTCALL entry point bound last (parse_args).
+struct KeywordCaches {
+  KeywordCache dlpack, from_dlpack, move, move_async, zeros, ones, empty, cpu;
 };
 
 struct TiledValueTypes {
@@ -52,19 +63,24 @@ struct TiledValueTypes {
 
 struct ModuleState {
   InternedNames names{};
+  KeywordCaches keywords;
   // The built-in DType singletons, in dtype.cpp's table order.
   static constexpr int kMaxBuiltinDTypes = 16;
   PyObject* dtype_singletons[kMaxBuiltinDTypes]{};
+  // FileBacked's files, their per-process directory and the fork rule
+  // (engine). Its directory's destructor sweeps what the exit hooks could
+  // not (files created after they ran), in the owning process only.
+  sw::FileStore files;
   // FileBacked's cleanup, registered with atexit and re-registered after fork.
   PyObject* file_cleanup = nullptr;
-  // The tiled value types strideweave.carriers.tiled_evictable hands over
+  // The tiled value types the Python package's TiledEvictable module hands over
   // at import (_install_tiled_values).
   TiledValueTypes tiled;
   move_internal::MoveState move;
   ext::ExtensionState extension;
   DlpackArgCache dlpack;
   DlpackImportState dlpack_import;
-  RowMajorLayoutCache row_major_layouts;
+  FlatLayoutCache flat_layouts;
 };
 
 inline ModuleState module_state;

@@ -17,8 +17,8 @@
 // subclass of Carrier may define its own __reduce__, which wins.
 #include <cstring>
 
-#include "dtype_info.hpp"
-#include "slot_codec.hpp"
+#include "dtype/info.hpp"
+#include "storage/slot_codec.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

@@ -13,7 +13,7 @@
 #include "util/errors.hpp"
 #include "util/ref.hpp"
 #include "util/args.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "profiling/event_store.hpp"
 #include "util/type_object.hpp"
 
@@ -39,7 +39,7 @@ PyObject* object(Key k) { return reinterpret_cast<PyObject*>(k); }
 const sw::profiling::KeyOps key_ops = [] {
   sw::profiling::KeyOps ops;
   ops.retain = [](Key k) { Py_INCREF(object(k)); };
-  ops.release = [](Key k) { Py_DECREF(object(k)); };
+  ops.release = [](Key k) { Py_DECREF(object(k)); };  // raw: retain()'s reference, held by the engine's store
   ops.is_subclass = [](Key cls, Key base) {
     auto type = [](Key k) { return reinterpret_cast<PyTypeObject*>(object(k)); };
     return PyType_Check(object(cls)) && PyType_IsSubtype(type(cls), type(base));
@@ -188,10 +188,11 @@ PyObject* profiler_detach() {
 }
 
 void profiler_reattach(PyObject* session) {
-  if (tls_session)  // a session entered meanwhile stays
-    Py_XDECREF(session);
-  else
+  if (tls_session) {
+    Ref dropped = Ref::steal(session);  // a session entered meanwhile stays
+  } else {
     tls_session = session;
+  }
 }
 
 int64_t profiler_new_id(PyObject* session) { return session ? store_of(session).new_id() : 0; }
@@ -200,11 +201,10 @@ int64_t profiler_parent_id(PyObject* session) { return sw::profiling::parent_id(
 
 void profiler_push(PyObject* session, int64_t id) {
   if (!session) return;
-  try {
-    sw::profiling::push_open(session, id);
-  } catch (const std::bad_alloc&) {
-    // Out of memory: the events nested in this one lose their parent.
-  }
+  // Out of memory: the events nested in this one lose their parent (the
+  // MemoryError is dropped; a pending exception stays).
+  ErrorGuard keep;
+  engine_call([&] { sw::profiling::push_open(session, id); });
 }
 
 void profiler_pop(PyObject* session) { sw::profiling::pop_open(session); }

@@ -5,8 +5,9 @@
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "module.hpp"
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "util/args.hpp"
+#include "util/ref.hpp"
 #include "util/type_object.hpp"
 
 namespace swpy {
@@ -119,37 +120,28 @@ PyObject* Representation_new(PyTypeObject* type, PyObject* args, PyObject* kwarg
     PyErr_SetString(PyExc_TypeError, "logical_dtype must be a DType");
     return nullptr;
   }
-  PyObject* sub_t = PySequence_Tuple(subs);
+  Ref sub_t = Ref::steal(PySequence_Tuple(subs));
   if (!sub_t) return nullptr;
-  PyObject* adj_t = adj ? PySequence_Tuple(adj) : PyTuple_New(0);
-  if (!adj_t) {
-    Py_DECREF(sub_t);
-    return nullptr;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sub_t); ++i) {
-    if (!PyObject_TypeCheck(PyTuple_GET_ITEM(sub_t, i), &Subtensor_Type)) {
+  Ref adj_t = Ref::steal(adj ? PySequence_Tuple(adj) : PyTuple_New(0));
+  if (!adj_t) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sub_t.get()); ++i) {
+    if (!PyObject_TypeCheck(PyTuple_GET_ITEM(sub_t.get(), i), &Subtensor_Type)) {
       PyErr_SetString(PyExc_TypeError, "subtensors must hold Subtensor objects");
-      goto error;
+      return nullptr;
     }
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(adj_t); ++i) {
-    if (!is_layout(PyTuple_GET_ITEM(adj_t, i))) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(adj_t.get()); ++i) {
+    if (!is_layout(PyTuple_GET_ITEM(adj_t.get(), i))) {
       PyErr_SetString(PyExc_TypeError, "adjacent_layouts must hold Layout objects");
-      goto error;
+      return nullptr;
     }
   }
-  {
-    PyObject* self = type->tp_alloc(type, 0);
-    if (!self) goto error;
-    as_rep(self)->logical_dtype = Py_NewRef(dtype);
-    as_rep(self)->subtensors = sub_t;
-    as_rep(self)->adjacent_layouts = adj_t;
-    return self;
-  }
-error:
-  Py_DECREF(sub_t);
-  Py_DECREF(adj_t);
-  return nullptr;
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  as_rep(self)->logical_dtype = Py_NewRef(dtype);
+  as_rep(self)->subtensors = sub_t.release();
+  as_rep(self)->adjacent_layouts = adj_t.release();
+  return self;
 }
 
 int Representation_traverse(PyObject* self, visitproc visit, void* arg) {
@@ -196,11 +188,9 @@ int validate_subtensor(PyObject* sub, PyObject* plane, Py_ssize_t i) {
     PyErr_Format(PyExc_ValueError, "subtensor %zd dtype %R does not match plane dtype %R", i, s->dtype, plane);
     return -1;
   }
-  PyObject* cdt = carrier_dtype(s->carrier);
+  Ref cdt = Ref::steal(carrier_dtype(s->carrier));
   if (!cdt) return -1;
-  bool same = cdt == s->dtype;
-  Py_DECREF(cdt);
-  if (!same) {
+  if (cdt.get() != s->dtype) {
     PyErr_Format(PyExc_ValueError, "subtensor %zd dtype %R is not its carrier's dtype", i, s->dtype);
     return -1;
   }

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "layout_object.hpp"
-#include "tree_rules.hpp"
+#include "layout/tree_rules.hpp"
 #include "module.hpp"
 #include "keys.hpp"
 #include "util/ref.hpp"
@@ -95,9 +95,7 @@ int parse_item(sw::TreeKind kind, PyObject* item, int depth, sw::IntTree* out) {
     *out = tree_of(item);
     return 0;
   }
-  PyObject* it = PyObject_GetIter(item);
-  if (it) {
-    Py_DECREF(it);
+  if (Ref::steal(PyObject_GetIter(item))) {
     std::vector<sw::IntTree> children;
     if (parse_items(kind, item, depth + 1, &children) < 0) return -1;
     *out = sw::IntTree::node(std::move(children));
@@ -106,12 +104,7 @@ int parse_item(sw::TreeKind kind, PyObject* item, int depth, sw::IntTree* out) {
   if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
   PyErr_Clear();
   if (PyIndex_Check(item)) {
-    PyObject* num = PyNumber_Index(item);
-    if (num) {
-      int r = leaf_from_long(kind, num, out);
-      Py_DECREF(num);
-      return r;
-    }
+    if (Ref num = Ref::steal(PyNumber_Index(item))) return leaf_from_long(kind, num.get(), out);
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
     PyErr_Clear();
   }
@@ -128,17 +121,13 @@ int parse_items(sw::TreeKind kind, PyObject* iterable, int depth, std::vector<sw
     *out = tree_of(iterable).children;
     return 0;
   }
-  PyObject* it = PyObject_GetIter(iterable);
+  Ref it = Ref::steal(PyObject_GetIter(iterable));
   if (!it) return -1;
-  PyObject* item;
-  while ((item = PyIter_Next(it)) != nullptr) {
+  while (Ref item = Ref::steal(PyIter_Next(it.get()))) {
     sw::IntTree t;
-    int r = parse_item(kind, item, depth, &t);
-    Py_DECREF(item);
-    if (r < 0) { Py_DECREF(it); return -1; }
+    if (parse_item(kind, item.get(), depth, &t) < 0) return -1;
     out->push_back(std::move(t));
   }
-  Py_DECREF(it);
   return PyErr_Occurred() ? -1 : 0;
 }
 
@@ -157,9 +146,7 @@ PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
       if (is_int_tree(only)) {
         source = only;
       } else {
-        PyObject* it = PyObject_GetIter(only);
-        if (it) {
-          Py_DECREF(it);
+        if (Ref::steal(PyObject_GetIter(only))) {
           source = only;
         } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
           PyErr_Clear();  // not iterable: parse it as the single mode
@@ -169,7 +156,7 @@ PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
       }
     }
   }
-  try {
+  return engine_new([&]() -> PyObject* {
     std::vector<sw::IntTree> modes;
     if (parse_items(kind, source, 1, &modes) < 0) return nullptr;
     sw::IntTree t = sw::IntTree::node(std::move(modes));
@@ -179,9 +166,7 @@ PyObject* IntTree_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
       return nullptr;
     }
     return tree_object_new(type, std::move(t));
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  });
 }
 
 void IntTree_dealloc(PyObject* self) {
@@ -191,24 +176,20 @@ void IntTree_dealloc(PyObject* self) {
 
 PyObject* tree_to_py(const sw::IntTree& t) {
   if (t.is_leaf) return PyLong_FromLongLong(t.value);
-  PyObject* tup = PyTuple_New(static_cast<Py_ssize_t>(t.children.size()));
+  Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(t.children.size())));
   if (!tup) return nullptr;
   for (size_t i = 0; i < t.children.size(); ++i) {
     PyObject* c = tree_to_py(t.children[i]);
-    if (!c) { Py_DECREF(tup); return nullptr; }
-    PyTuple_SET_ITEM(tup, static_cast<Py_ssize_t>(i), c);
+    if (!c) return nullptr;
+    PyTuple_SET_ITEM(tup.get(), static_cast<Py_ssize_t>(i), c);
   }
-  return tup;
+  return tup.release();
 }
 
 // A child mode: int for a leaf, same-type object for a nested mode.
 PyObject* mode_to_py(PyObject* self, const sw::IntTree& child) {
   if (child.is_leaf) return PyLong_FromLongLong(child.value);
-  try {
-    return tree_object_new(Py_TYPE(self), child);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return engine_new([&] { return tree_object_new(Py_TYPE(self), child); });
 }
 
 Py_ssize_t IntTree_len(PyObject* self) { return static_cast<Py_ssize_t>(tree_of(self).children.size()); }
@@ -228,11 +209,7 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
     Py_ssize_t start, stop, step;
     if (PySlice_Unpack(key, &start, &stop, &step) < 0) return nullptr;
     Py_ssize_t n = PySlice_AdjustIndices(static_cast<Py_ssize_t>(ch.size()), &start, &stop, step);
-    try {
-      return tree_object_new(Py_TYPE(self), sw::select_modes(tree_of(self), start, step, n));
-    } catch (const std::bad_alloc&) {
-      return PyErr_NoMemory();
-    }
+    return engine_new([&] { return tree_object_new(Py_TYPE(self), sw::select_modes(tree_of(self), start, step, n)); });
   }
   if (PyIndex_Check(key) && !PyBool_Check(key)) {  // bool is no mode number
     Py_ssize_t i = PyNumber_AsSsize_t(key, nullptr);  // clamps huge ints: "out of range"
@@ -246,12 +223,10 @@ PyObject* IntTree_subscript(PyObject* self, PyObject* key) {
 }
 
 PyObject* IntTree_repr(PyObject* self) {
-  try {
+  return engine_new([&] {
     const std::string s = sw::tree_repr(type_name(self), tree_of(self));
     return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  });
 }
 
 PyObject* IntTree_richcompare(PyObject* a, PyObject* b, int op) {
@@ -287,16 +262,13 @@ PyMethodDef IntTree_methods[] = {
 // ---- Shape.encode / Shape.decode: first-mode-fastest ordinals of keys.
 
 PyObject* Shape_encode(PyObject* self, PyObject* key) {
-  int64_t ordinal;
-  try {
+  return engine_new([&]() -> PyObject* {
     // The canonical layout's index of a key is its colexicographic ordinal.
     const sw::Layout canonical = sw::Layout::canonical(tree_of(self));
+    int64_t ordinal;
     if (key_index(canonical, self, key, &ordinal) < 0) return nullptr;
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
-  return PyLong_FromLongLong(ordinal);
+    return PyLong_FromLongLong(ordinal);
+  });
 }
 
 PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
@@ -315,11 +287,7 @@ PyObject* Shape_decode(PyObject* self, PyObject* ordinal_obj) {
                  static_cast<long long>(t.product()));
     return nullptr;
   }
-  try {
-    return tree_to_py(sw::decode_ordinal(t, v));
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return engine_new([&] { return tree_to_py(sw::decode_ordinal(t, v)); });
 }
 
 PyMethodDef Shape_methods[] = {
@@ -379,19 +347,11 @@ PyTypeObject Shape_Type = static_type("strideweave.Shape", sizeof(IntTreeObject)
 PyTypeObject Stride_Type = static_type("strideweave.Stride", sizeof(IntTreeObject));
 
 PyObject* shape_from_tree(const sw::IntTree& t) {
-  try {
-    return tree_object_new(&Shape_Type, t);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return engine_new([&] { return tree_object_new(&Shape_Type, t); });
 }
 
 PyObject* stride_from_tree(const sw::IntTree& t) {
-  try {
-    return tree_object_new(&Stride_Type, t);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
-  }
+  return engine_new([&] { return tree_object_new(&Stride_Type, t); });
 }
 
 int shape_module_init(PyObject* module) {

@@ -2,7 +2,7 @@
 // objects to codec values and back; the rules are sw::codec's.
 #include "slot_values.hpp"
 
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 
 #include "util/errors.hpp"
 #include "util/ref.hpp"

@@ -1,6 +1,6 @@
 // Python values in and out of carrier slots. The conversion rules (Float32
 // rounding, the Int32 range, Bool strictness, native byte layouts) are the
-// engine's slot codec (csrc/engine/slot_codec.hpp); this layer only turns
+// engine's slot codec (csrc/engine/storage/slot_codec.hpp); this layer only turns
 // Python objects into codec values and back, and codec statuses into
 // Python exceptions. Implemented in slot_values.cpp. GIL held throughout.
 #pragma once
@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "dtype.hpp"
-#include "slot_codec.hpp"
+#include "dtype/dtype.hpp"
+#include "storage/slot_codec.hpp"
 
 namespace swpy {
 

@@ -8,7 +8,7 @@
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
-#include "subtensor_rules.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
 #include "util/ref.hpp"
@@ -123,11 +123,9 @@ PyObject* tensor_validated(PyTypeObject* type, PyObject* carrier, PyObject* offs
                  static_cast<long long>(cosize), csize);
     return nullptr;
   }
-  PyObject* dtype = carrier_dtype(carrier);
+  Ref dtype = Ref::steal(carrier_dtype(carrier));
   if (!dtype) return nullptr;
-  PyObject* t = tensor_alloc(type, carrier, offset, layout, dtype);
-  Py_DECREF(dtype);
-  return t;
+  return tensor_alloc(type, carrier, offset, layout, dtype.get());
 }
 
 PyObject* Tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -373,11 +371,9 @@ PyObject* tensor_alloc_view(PyObject* t, Py_ssize_t offset, PyObject* layout) {
 }
 
 PyObject* tensor_new(PyObject* carrier, Py_ssize_t offset, PyObject* layout) {
-  PyObject* off = PyLong_FromSsize_t(offset);
+  Ref off = Ref::steal(PyLong_FromSsize_t(offset));
   if (!off) return nullptr;
-  PyObject* t = tensor_validated(&Tensor_Type, carrier, off, layout);
-  Py_DECREF(off);
-  return t;
+  return tensor_validated(&Tensor_Type, carrier, off.get(), layout);
 }
 
 int tensor_reject_multi(PyObject* t, const char* reason) {

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
-#include "data_shape.hpp"
-#include "dtype_info.hpp"
-#include "subtensor_rules.hpp"
+#include "data/convert.hpp"
+#include "data/shape.hpp"
+#include "dtype/info.hpp"
+#include "tensor/subtensor_rules.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
@@ -411,25 +411,18 @@ PyObject* tensor_fn(PyObject*, PyObject* args, PyObject* kwargs) {
 template <class Get>
 PyObject* nest(const std::vector<sw::LeafMode>& leaves, size_t k, int64_t base, Get& get) {
   const int64_t n = leaves[k].extent, s = leaves[k].stride;
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  // On failure the unfilled items are NULL, which list dealloc skips.
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
   if (!list) return nullptr;
-  PyObject** items = reinterpret_cast<PyListObject*>(list)->ob_item;
+  PyObject** items = reinterpret_cast<PyListObject*>(list.get())->ob_item;
   if (k + 1 == leaves.size()) {  // innermost: the values themselves
-    for (int64_t i = 0, at = base; i < n; ++i, at += s) {
-      if (!(items[i] = get(at))) {
-        Py_DECREF(list);  // unfilled items are NULL, which list dealloc skips
-        return nullptr;
-      }
-    }
-    return list;
+    for (int64_t i = 0, at = base; i < n; ++i, at += s)
+      if (!(items[i] = get(at))) return nullptr;
+    return list.release();
   }
-  for (int64_t i = 0; i < n; ++i) {
-    if (!(items[i] = nest(leaves, k + 1, base + i * s, get))) {
-      Py_DECREF(list);
-      return nullptr;
-    }
-  }
-  return list;
+  for (int64_t i = 0; i < n; ++i)
+    if (!(items[i] = nest(leaves, k + 1, base + i * s, get))) return nullptr;
+  return list.release();
 }
 
 template <class Get>
@@ -473,13 +466,11 @@ PyObject* tolist_file_backed(PyObject* c, const sw::Layout& l, int64_t offset) {
   const int item = sw::itemsize(code);
   if (item == 0 || !sw::span_fits(offset, fb->size, l.cosize())) return nullptr;
   std::vector<unsigned char> buf;
-  try {
-    buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
-    fb->file.read(offset * item, buf.data(), static_cast<int64_t>(buf.size()));
-  } catch (...) {
-    raise_engine_exception();
+  if (engine_call([&] {
+        buf.resize(static_cast<size_t>(l.cosize()) * static_cast<size_t>(item));
+        fb->file.read(offset * item, buf.data(), static_cast<int64_t>(buf.size()));
+      }) < 0)
     return nullptr;
-  }
   return build_host(l, 0, buf.data(), code);
 }
 

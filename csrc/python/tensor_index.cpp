@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "layout_slice.hpp"
-#include "layout_keys.hpp"
-#include "tree_rules.hpp"
+#include "layout/slice.hpp"
+#include "layout/keys.hpp"
+#include "layout/tree_rules.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
@@ -127,25 +127,15 @@ int parse_items(PyObject* seq, int depth, Resize resize) {
 
 int parse_parts(PyObject* seq, int depth, std::vector<SlicePart>* out) {
   return parse_items(seq, depth, [out](size_t n) -> SlicePart* {
-    try {
-      out->resize(n);
-    } catch (const std::bad_alloc&) {
-      PyErr_NoMemory();
-      return nullptr;
-    }
-    return out->data();
+    return engine_call([&] { out->resize(n); }) < 0 ? nullptr : out->data();
   });
 }
 
 int parse_key(PyObject* key, KeyParts* out) {
   if (!PyTuple_Check(key) && !PyList_Check(key)) return parse_part(key, 0, out->resize(1));
   return parse_items(key, 0, [out](size_t n) -> SlicePart* {
-    try {
-      return out->resize(n);
-    } catch (const std::bad_alloc&) {
-      PyErr_NoMemory();
-      return nullptr;
-    }
+    SlicePart* parts = nullptr;
+    return engine_call([&] { parts = out->resize(n); }) < 0 ? nullptr : parts;
   });
 }
 
@@ -380,17 +370,14 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
 
 PyObject* tensor_get_shape(PyObject* self, void*) {
   const std::vector<sw::IntTree>& modes = layout_of(as_tensor(self)->layout).shape().children;
-  PyObject* tup = PyTuple_New(static_cast<Py_ssize_t>(modes.size()));
+  Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(modes.size())));
   if (!tup) return nullptr;
   for (size_t i = 0; i < modes.size(); ++i) {
     PyObject* v = PyLong_FromLongLong(sw::mode_size(modes[i]));
-    if (!v) {
-      Py_DECREF(tup);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tup, static_cast<Py_ssize_t>(i), v);
+    if (!v) return nullptr;
+    PyTuple_SET_ITEM(tup.get(), static_cast<Py_ssize_t>(i), v);
   }
-  return tup;
+  return tup.release();
 }
 
 PyObject* tensor_get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(rank_of(self)); }

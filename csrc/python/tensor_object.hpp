@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
-#include "dtype.hpp"
+#include "dtype/dtype.hpp"
 #include "layout_object.hpp"
-#include "layout_slice.hpp"
+#include "layout/slice.hpp"
 
 namespace swpy {
 
@@ -78,10 +78,8 @@ PyObject* tensor_get_ndim(PyObject* self, void*);
 Py_ssize_t tensor_len(PyObject* self);
 PyObject* tensor_iter(PyObject* self);
 
-// DLPack export (dlpack.cpp).
-PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs);
-// Same method for a METH_FASTCALL | METH_KEYWORDS table entry: skips the
-// kwargs dict CPython builds for METH_VARARGS, which dominates export cost.
+// DLPack export (dlpack.cpp): __dlpack__ for a METH_FASTCALL | METH_KEYWORDS
+// table entry (a kwargs dict would dominate the export's cost).
 PyObject* tensor_dlpack_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames);
 PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused);
 

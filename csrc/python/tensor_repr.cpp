@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "value_text.hpp"
+#include "tensor/value_text.hpp"
 #include "carrier_object.hpp"
 #include "dtype_object.hpp"
 #include "layout_object.hpp"

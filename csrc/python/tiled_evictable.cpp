@@ -58,8 +58,7 @@ TiledValueTypes& V() { return module_state.tiled; }
 int values_ready() {
   if (V().tile_set) return 0;
   PyErr_SetString(PyExc_RuntimeError,
-                  "the tiled value types are not installed (strideweave.carriers.tiled_evictable is imported by "
-                  "`import strideweave`)");
+                  "the tiled value types are not installed (`import strideweave` installs them)");
   return -1;
 }
 
@@ -761,13 +760,13 @@ PyObject* install_values(PyObject*, PyObject* args, PyObject* kwargs) {
 
 PyMethodDef module_methods[] = {
     {"_install_tiled_values", method_cast(install_values), METH_VARARGS | METH_KEYWORDS,
-     "Private: strideweave.carriers.tiled_evictable hands its value types to _core (at import)."},
+     "Private: the TiledEvictable module of the Python package hands its value types to _core (at import)."},
 
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
-PyTypeObject TiledEvictable_Type = static_type("strideweave.carriers.tiled_evictable.TiledEvictable", sizeof(TiledObject));
+PyTypeObject TiledEvictable_Type = static_type("strideweave.TiledEvictable", sizeof(TiledObject));
 
 int tiled_evictable_module_init(PyObject* module) {
   TiledEvictable_Type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;

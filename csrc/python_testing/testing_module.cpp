@@ -12,7 +12,7 @@
 #include <new>
 
 #include "dlpack_producer.hpp"
-#include "metal_fake_runtime.hpp"
+#include "metal/fake_runtime.hpp"
 #include "metal_test_hooks.hpp"
 #include "util/ref.hpp"
 #include "util/scopes.hpp"

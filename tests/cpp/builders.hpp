@@ -4,10 +4,12 @@
 #include <atomic>
 #include <cstdint>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "transfer/copy_plan.hpp"
 
 namespace swtest {
@@ -18,6 +20,18 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+
+// The message of the std::invalid_argument f throws ("<no exception>" when
+// it throws none).
+template <class F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no exception>";
+}
 
 inline sw::IntTree L(int64_t v) { return sw::IntTree::leaf(v); }
 inline sw::IntTree N(std::vector<sw::IntTree> c) { return sw::IntTree::node(std::move(c)); }

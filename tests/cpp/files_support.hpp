@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "temp_directory.hpp"
+#include "files/temp_directory.hpp"
 
 namespace swtest {
 
@@ -26,6 +26,26 @@ inline int wait_exit_code(pid_t pid) {
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
 }
+
+// A fresh, empty directory for one scope, removed with what it holds.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = testing::TempDir() + "sw_scratch_XXXXXX";
+    if (::mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    if (ok()) sw::remove_tree(path_);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  std::string file(const char* name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
 
 // A fresh, empty directory per test (dir_), removed afterwards.
 class ScratchDirTest : public testing::Test {

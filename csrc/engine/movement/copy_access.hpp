@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include "ownership.hpp"
+#include "carriers/ownership.hpp"
 
 namespace sw::movement {
 

@@ -6,8 +6,8 @@
 #include <thread>
 #include <utility>
 
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 
 namespace sw::movement {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "clock.hpp"
 #include "movement/job_tracker.hpp"
+#include "runtime/clock.hpp"
 
 namespace sw::movement {
 

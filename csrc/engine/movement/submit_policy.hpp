@@ -8,7 +8,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 #include "transfer/copy_plan.hpp"
 
 namespace sw::movement {

@@ -18,9 +18,9 @@
 #include <functional>
 #include <vector>
 
-#include "dtype.hpp"
-#include "kernels.hpp"
-#include "layout.hpp"
+#include "dtype/dtype.hpp"
+#include "layout/layout.hpp"
+#include "ops/kernels.hpp"
 #include "tiled/tile_split.hpp"
 
 namespace sw::tiled {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "layout/algebra.hpp"
+
 namespace sw::tiled {
 
 std::optional<std::pair<Leaves, Leaves>> refine(const Leaves& a, const Leaves& b) {

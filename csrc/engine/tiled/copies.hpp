@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 #include "tiled/geometry.hpp"
 
 namespace sw::tiled {

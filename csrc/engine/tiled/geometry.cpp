@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "layout/algebra.hpp"
+
 namespace sw::tiled {
 
 namespace {

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw::tiled {
 

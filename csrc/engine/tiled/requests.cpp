@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "layout/algebra.hpp"
+
 namespace sw::tiled {
 
 namespace {

@@ -1,5 +1,5 @@
 // Splitting layouts of one shape into the tiles of a tile grid, so a direct
-// operation on a tiled tensor can run tile by tile (ops_tiled.cpp).
+// operation on a tiled tensor can run tile by tile (csrc/python/autograd/ops_tiled.cpp).
 //
 // Top-level mode i of the shape has tile_shape[i] * grid_shape[i]
 // coordinates; its flat (colexicographic) ordinal x lies in tile coordinate
@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

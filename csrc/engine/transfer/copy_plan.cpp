@@ -7,8 +7,8 @@
 #include <tuple>
 #include <utility>
 
-#include "file_io.hpp"
-#include "strided_copy.hpp"
+#include "files/io.hpp"
+#include "transfer/strided_copy.hpp"
 
 namespace sw {
 

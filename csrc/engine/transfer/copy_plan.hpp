@@ -12,9 +12,9 @@
 #include <exception>
 #include <vector>
 
-#include "layout.hpp"
-#include "layout_iter.hpp"
-#include "storage.hpp"
+#include "files/file_storage.hpp"
+#include "layout/iter.hpp"
+#include "layout/layout.hpp"
 
 namespace sw {
 

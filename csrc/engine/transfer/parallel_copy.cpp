@@ -5,7 +5,7 @@
 #include <exception>
 #include <vector>
 
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 namespace sw {
 

@@ -7,8 +7,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "dtype.hpp"
-#include "layout.hpp"
+#include "dtype/dtype.hpp"
+#include "layout/algebra.hpp"
+#include "layout/layout.hpp"
 
 namespace swpy {
 

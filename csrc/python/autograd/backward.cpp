@@ -19,10 +19,11 @@
 
 #include "autograd/graph.hpp"
 #include "autograd/internal.hpp"
-#include "autograd/op_rules.hpp"
+#include "ops/rules.hpp"
 #include "autograd/ops_support.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
@@ -39,7 +40,6 @@ namespace {
 namespace K = sw::kernels;
 using autograd::differentiable;
 using autograd::dtype_label;
-using autograd::engine_call_in;
 using autograd::shape_obj;
 
 // ------------------------------------------------------------ accumulation
@@ -85,11 +85,8 @@ PyObject* sum_as_values(PyObject* like, const std::vector<PyObject*>& grads, con
     for (size_t k = 0; k < ig.size(); ++k) {
       Ref v = Ref::steal(carrier_get(t->carrier, t->offset + static_cast<Py_ssize_t>(ig[k])));
       if (!v) return nullptr;
-      PyObject* old = PyList_GET_ITEM(list.get(), io[k]);
-      PyObject* s = PyNumber_Add(old, v.get());
-      if (!s) return nullptr;
-      PyList_SET_ITEM(list.get(), io[k], s);
-      Py_DECREF(old);
+      PyObject* s = PyNumber_Add(PyList_GET_ITEM(list.get(), io[k]), v.get());
+      if (!s || PyList_SetItem(list.get(), io[k], s) < 0) return nullptr;  // drops the old item
     }
   }
   return carrier_new_like(like, list.get(), true, nullptr);
@@ -141,7 +138,7 @@ PyObject* gradient_for(PyObject* t, PyObject* like, const std::vector<PyObject*>
     // contribution fits, else value by value below.
     Ref r = Ref::steal(ops::tiled_sum_gradients(t, like, grads));
     if (!r) {
-      if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context("gradient accumulation: ");
+      if (!PyErr_ExceptionMatches(PyExc_MemoryError)) add_error_context("gradient accumulation: ");
       return nullptr;
     }
     if (r.get() != Py_NotImplemented) return r.release();
@@ -273,7 +270,7 @@ int run_node(AG::BackwardGraph& g, std::vector<Node>& nodes, size_t i, PyObject*
       // Name the node: the contract error alone does not say who broke it.
       char where[64];
       std::snprintf(where, sizeof where, ".backward() gradient %zd: ", k);
-      return autograd::add_error_context(type_name(op), where);
+      return add_error_context(type_name(op), where);
     }
     nodes[g.deliver(i, k)].grads.push_back(Ref::borrow(gk));
   }
@@ -412,14 +409,11 @@ PyObject* tensor_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
     if (autograd_check_cotangent(self, gradient) < 0) return nullptr;
     g = Ref::borrow(gradient);
   }
-  int rc;
+  int rc = -1;
   {
     NoGrad off;
-    try {
-      rc = traverse(self, g.get(), retain_graph != 0);
-    } catch (...) {  // the traversal's own bookkeeping (std::bad_alloc)
-      rc = raise_engine_exception();
-    }
+    // engine_call: the traversal's own bookkeeping may throw (std::bad_alloc).
+    if (engine_call([&] { rc = traverse(self, g.get(), retain_graph != 0); }) < 0) rc = -1;
   }
   if (rc < 0) return nullptr;
   Py_RETURN_NONE;

@@ -18,7 +18,7 @@
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "autograd/ops_support.hpp"
-#include "dtype_info.hpp"
+#include "dtype/info.hpp"
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
@@ -143,17 +144,13 @@ int check_broadcast(PyObject* a, PyObject* b, const char* sym) {
   const std::vector<sw::IntTree>& mb = modes_of(b);
   if (ma == mb) return 0;
   std::string why;
-  try {
+  const int r = engine_check(&why, [&] {
     std::vector<sw::IntTree> ea(ma), eb(mb);
     while (ea.size() < eb.size()) ea.insert(ea.begin(), sw::IntTree::leaf(1));
     while (eb.size() < ea.size()) eb.insert(eb.begin(), sw::IntTree::leaf(1));
     (void)sw::broadcast_shapes(sw::IntTree::node(std::move(ea)), sw::IntTree::node(std::move(eb)));
-    return 0;
-  } catch (const std::invalid_argument& e) {
-    why = e.what();
-  } catch (...) {
-    return raise_engine_exception();
-  }
+  });
+  if (r <= 0) return r;
   Ref sa = Ref::steal(tensor_get_shape(a, nullptr));
   Ref sb = Ref::steal(tensor_get_shape(b, nullptr));
   if (!sa || !sb) return -1;

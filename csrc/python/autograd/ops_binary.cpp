@@ -22,16 +22,12 @@ using sw::ops::Binary;
 // The engine's plan of a binary operation; shapes that do not broadcast are
 // a ValueError naming both.
 int broadcast_pair(const Operand& a, const Operand& b, const char* op, sw::ops::BinaryPlan* plan) {
-  try {
-    *plan = sw::ops::plan_binary(a.L(), b.L());
-    return 0;
-  } catch (const std::invalid_argument& e) {
+  std::string why;
+  const int r = engine_check(&why, [&] { *plan = sw::ops::plan_binary(a.L(), b.L()); });
+  if (r > 0)
     PyErr_Format(PyExc_ValueError, "%s(): shapes %R and %R are not broadcast-compatible (%s)", op,
-                 autograd::shape_obj(a.tensor), autograd::shape_obj(b.tensor), e.what());
-    return -1;
-  } catch (...) {
-    return raise_engine_exception();
-  }
+                 autograd::shape_obj(a.tensor), autograd::shape_obj(b.tensor), why.c_str());
+  return r == 0 ? 0 : -1;
 }
 
 PyObject* binary_forward(Binary kind, Operand& a, Operand& b, const char* op) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include "dtype_object.hpp"
+#include "layout/algebra.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
@@ -209,18 +210,13 @@ PyObject* get_slot(const Operand& o, int64_t idx) {
 int list_accumulate(PyObject* list, int64_t slot, PyObject* v) {
   Ref value = Ref::steal(v);
   if (!value) return -1;
-  PyObject* old = PyList_GET_ITEM(list, slot);
-  PyObject* s = PyNumber_Add(old, value.get());
+  PyObject* s = PyNumber_Add(PyList_GET_ITEM(list, slot), value.get());
   if (!s) return -1;
-  PyList_SET_ITEM(list, slot, s);
-  Py_DECREF(old);
-  return 0;
+  return PyList_SetItem(list, slot, s);  // drops the old item
 }
 
 void list_store(PyObject* list, int64_t slot, PyObject* v) {
-  PyObject* old = PyList_GET_ITEM(list, slot);
-  PyList_SET_ITEM(list, slot, v);
-  Py_DECREF(old);
+  PyList_SetItem(list, slot, v);  // in range: cannot fail; drops the old item
 }
 
 PyObject* pair_or_none(PyObject* a, PyObject* b) {

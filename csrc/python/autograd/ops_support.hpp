@@ -5,7 +5,7 @@
 // (csrc/engine/autograd/op_rules.hpp); both storage paths follow them.
 //
 // Storage paths. An operand whose carrier is native host memory (CPU) is
-// computed by the engine kernels (csrc/engine/kernels.hpp) straight on the
+// computed by the engine kernels (csrc/engine/ops/kernels.hpp) straight on the
 // carrier's buffer; a Generic operand is computed value by value in Python
 // arithmetic and stored through carrier_new_like, which coerces (Float32
 // rounds to binary32, Int32 is range checked). Every result is fresh compact
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "autograd/internal.hpp"
-#include "autograd/op_rules.hpp"
-#include "kernels.hpp"
+#include "ops/rules.hpp"
+#include "ops/kernels.hpp"
 #include "autograd/autograd.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
@@ -140,11 +140,11 @@ bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result);
 // "op backward: ..." (backward).
 template <class F>
 int forward_call(const char* op, F&& f) {
-  return autograd::engine_call_in(op, "(): ", std::forward<F>(f));
+  return engine_call_in(op, "(): ", std::forward<F>(f));
 }
 template <class F>
 int backward_call(const char* op, F&& f) {
-  return autograd::engine_call_in(op, " backward: ", std::forward<F>(f));
+  return engine_call_in(op, " backward: ", std::forward<F>(f));
 }
 
 // Scalar indices of every coordinate of a leaf list, first leaf fastest.

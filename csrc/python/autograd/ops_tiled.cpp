@@ -21,7 +21,7 @@
 #include "module.hpp"
 #include "module_state.hpp"
 #include "profiler_api.hpp"
-#include "clock.hpp"
+#include "runtime/clock.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
@@ -115,7 +115,7 @@ int materialize(Operand* o, const char* op, const char* what, const char* purpos
   Ref c = Ref::steal(dense_copy(te, purpose));
   Ref d = c ? Ref::steal(tensor_new(c.get(), 0, as_tensor(o->tensor)->layout)) : Ref();
   if (!d) {
-    if (!PyErr_ExceptionMatches(PyExc_MemoryError)) autograd::add_error_context(op, what);
+    if (!PyErr_ExceptionMatches(PyExc_MemoryError)) add_error_context(op, what);
     return -1;
   }
   if (view_operand(d.get(), op, o) < 0) return -1;
@@ -334,12 +334,11 @@ PyObject* attach(PyTypeObject* type, PyObject* te, PyObject* full, std::initiali
   n->te = Py_NewRef(te);
   n->layout = Py_NewRef(as_tensor(full)->layout);
   n->add = add;
-  try {
-    n->tiles = new std::vector<int64_t>(tiles);
-    n->cgrid = new std::vector<int64_t>(cgrid);
-  } catch (...) {
-    return PyErr_NoMemory();
-  }
+  if (engine_call([&] {
+        n->tiles = new std::vector<int64_t>(tiles);
+        n->cgrid = new std::vector<int64_t>(cgrid);
+      }) < 0)
+    return nullptr;
   Ref ins = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size())));
   Ref vers = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size())));
   if (!ins || !vers) return nullptr;
@@ -397,7 +396,7 @@ bool is_tiled_carrier(PyObject* c) { return is_tiled(c); }
 
 int tiled_operand(const char* op, Operand* o) {
   if (!is_tiled(o->carrier)) return 0;
-  if (tiled_check_live(o->carrier) < 0) return autograd::add_error_context(op, "(): ");
+  if (tiled_check_live(o->carrier) < 0) return add_error_context(op, "(): ");
   PyTypeObject* cls = tiled_primary_class(o->carrier);
   if (!PyType_IsSubtype(cls, &CPU_Type) && !PyType_IsSubtype(cls, &Generic_Type)) {
     PyErr_Format(PyExc_TypeError,
@@ -408,7 +407,7 @@ int tiled_operand(const char* op, Operand* o) {
   o->tiled = o->carrier;
   o->cls = cls;
   // The tile-footprint rule, before the other operand is even looked at.
-  if (tiled_check_tensor(o->carrier, o->tensor, "operand", nullptr) < 0) return autograd::add_error_context(op, "(): ");
+  if (tiled_check_tensor(o->carrier, o->tensor, "operand", nullptr) < 0) return add_error_context(op, "(): ");
   return 1;
 }
 
@@ -432,7 +431,7 @@ int ready_operands(Operand* a, Operand* b, const char* op) {
 int saved_values(PyObject* t, const char* op, Operand* o) {
   if (saved_operand(t, op, o) < 0) return -1;
   if (o->host || !is_tiled(o->carrier)) return 0;
-  if (tiled_check_live(o->carrier) < 0) return autograd::add_error_context(op, " backward: ");
+  if (tiled_check_live(o->carrier) < 0) return add_error_context(op, " backward: ");
   o->tiled = o->carrier;
   o->cls = tiled_primary_class(o->carrier);
   return materialize(o, op, " backward: ", "backward");

@@ -23,7 +23,7 @@ namespace ops {
 // raised, and the node's _forward runs (it reads a dense copy of the tiled
 // operands, or raises what is wrong with the arguments).
 bool tiled_forward(PyObject* op, PyObject* args, Ref* result);
-// The private knob strideweave.carriers.tiled_evictable._options.name
+// The private knob _options.name of the TiledEvictable Python module
 // (tests compare the tile-by-tile and dense paths): dense_only makes the
 // direct operations read every tiled operand as one dense copy; a list in
 // dense_spy collects the purpose of each dense copy. NULL when unset.

@@ -32,6 +32,7 @@
 
 #include "autograd/ops_support.hpp"
 #include "autograd/ops_tiled.hpp"
+#include "layout/algebra.hpp"
 #include "tiled_object.hpp"
 #include "tiled/bands.hpp"
 #include "dtype_object.hpp"
@@ -163,13 +164,8 @@ bool plan_forward(PyObject* op, PyObject* args, Plan* p) {
   if (!add_operand(p, a) || (nops == 2 && !add_operand(p, b))) return false;
   // The output's shape (broadcast); a shape mismatch is the dense path's error.
   sw::IntTree shape = a.L().shape();
-  if (nops == 2) {
-    try {
-      shape = sw::broadcast_shapes(a.L().shape(), b.L().shape());
-    } catch (const std::invalid_argument&) {
-      return false;
-    }
-  }
+  if (nops == 2 && engine_call([&] { shape = sw::broadcast_shapes(a.L().shape(), b.L().shape()); }) < 0)
+    return false;
   p->w.out = kind == BandKind::Sum ? sw::compact(sw::IntTree::node({})) : sw::compact(shape);
   p->w.out_slots = p->w.out.size();
   if (!sw::tiled::plan_bands(p->w, shape)) return false;
@@ -199,7 +195,7 @@ PyObject* run_tiles(PyObject* op, Plan& p) {
   };
   bool ran = false;
   if (engine(p, [&] { ran = sw::tiled::run_bands(p.w, data, read); }) < 0) return nullptr;
-  if (!ran || read_failed) return autograd::add_error_context(p.name, p.what()), nullptr;
+  if (!ran || read_failed) return add_error_context(p.name, p.what()), nullptr;
   if (p.w.kind == BandKind::MulScalar) Py_XSETREF(reinterpret_cast<MulOperationObject*>(op)->scalar, Py_NewRef(p.scalar));
   else if (p.w.kind == BandKind::Mul) Py_CLEAR(reinterpret_cast<MulOperationObject*>(op)->scalar);
   if (!p.host_like) {
@@ -220,7 +216,7 @@ int close_readers(Plan& p, bool ok) {
     if (!ok) keep.emplace();
     if (tile_reader_close(r, ok && rc == 0) < 0) {
       if (ok && rc == 0) {
-        autograd::add_error_context(p.name, p.what());
+        add_error_context(p.name, p.what());
         rc = -1;
       } else {
         PyErr_Clear();
@@ -239,7 +235,7 @@ void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
   for (PyObject* te : p.tiled) {
     TileReader* r = tile_reader_open(te, purpose);
     if (!r) {
-      autograd::add_error_context(p.name, p.what());
+      add_error_context(p.name, p.what());
       close_readers(p, false);
       return;
     }
@@ -256,7 +252,7 @@ void run_plan(PyObject* op, Plan& p, const char* purpose, Ref* result) {
 int saved_tiled(PyObject* t, const char* op, Operand* o) {
   if (saved_operand(t, op, o) < 0) return -1;
   if (o->host || !is_tiled_carrier(o->carrier)) return 0;
-  if (tiled_check_live(o->carrier) < 0) return autograd::add_error_context(op, " backward: ");
+  if (tiled_check_live(o->carrier) < 0) return add_error_context(op, " backward: ");
   o->tiled = o->carrier;
   o->cls = tiled_primary_class(o->carrier);
   // The kernels read Float32 host values (a CPU-class primary's, staged as needed).
@@ -306,10 +302,9 @@ bool tiled_relu_grad(const Operand& g, PyObject* x, Ref* result) {
   }
   if (t == 0) return false;
   sw::ops::GradPlan gp;
-  try {
-    gp = sw::ops::plan_relu_grad(g.L(), xo.L());
-  } catch (const std::invalid_argument&) {
-    return false;  // (the dense path raises it)
+  if (engine_call([&] { gp = sw::ops::plan_relu_grad(g.L(), xo.L()); }) < 0) {
+    PyErr_Clear();  // the dense path raises it again
+    return false;
   }
   if (!backward_plan(&p, g, xo, x, gp, xo.L().shape())) return false;
   run_plan(nullptr, p, "backward", result);
@@ -328,10 +323,9 @@ bool tiled_mul_grad(const Operand& g, PyObject* x, PyObject* other, Ref* result)
   }
   if (t == 0) return false;
   sw::ops::MulGradPlan gp;
-  try {
-    gp = sw::ops::plan_mul_grad(g.L(), layout_of(as_tensor(x)->layout), &oo.L());
-  } catch (const std::invalid_argument&) {
-    return false;  // (the dense path raises it)
+  if (engine_call([&] { gp = sw::ops::plan_mul_grad(g.L(), layout_of(as_tensor(x)->layout), &oo.L()); }) < 0) {
+    PyErr_Clear();  // the dense path raises it again
+    return false;
   }
   if (gp.reduce) p.w.kind = BandKind::MulGradSum;
   else if (!(layout_of(as_tensor(x)->layout).shape() == g.L().shape())) return false;

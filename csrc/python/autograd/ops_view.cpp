@@ -15,7 +15,8 @@
 #include <new>
 
 #include "autograd/ops_support.hpp"
-#include "layout_slice.hpp"
+#include "layout/algebra.hpp"
+#include "layout/slice.hpp"
 #include "layout_object.hpp"
 #include "carrier_object.hpp"
 #include "tensor_object.hpp"
@@ -76,16 +77,12 @@ int set_key(PyObject* op, std::span<const sw::SlicePart> key) {
     o->recorded = true;
     return 0;
   }
-  try {
+  return engine_call([&] {
     auto* k = new std::vector<sw::SlicePart>(key.begin(), key.end());
     delete o->heap;
     o->heap = k;
     o->recorded = true;
-    return 0;
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return -1;
-  }
+  });
 }
 
 // The stored key as engine parts.

@@ -1,8 +1,6 @@
 // Small helpers shared by the autograd family (see autograd/internal.hpp).
 #include "autograd/internal.hpp"
 
-#include <string>
-
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "tensor_object.hpp"
@@ -24,12 +22,5 @@ bool differentiable(PyObject* tensor) {
 }
 
 PyObject* shape_obj(PyObject* tensor) { return layout_shape_or_none(as_tensor(tensor)->layout); }
-
-int add_error_context(const char* who, const char* what) {
-  std::string at = std::string(who) + what;
-  const std::string prefix = at;
-  while (!at.empty() && (at.back() == ' ' || at.back() == ':')) at.pop_back();  // "add(): " -> "add()"
-  return locate_error(prefix.c_str(), "", ("in " + at).c_str());
-}
 
 }  // namespace swpy::autograd

@@ -3,6 +3,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "carriers/registry.hpp"
+
 namespace swpy::ext {
 
 // Process-lifetime state of the extension (a sealed class's dispatch never
@@ -16,8 +18,10 @@ struct ExtensionState {
   PyObject* request_type = nullptr;
   PyObject* prepared_type = nullptr;
   PyObject* unsupported_type = nullptr;
-  // What the registry's handles point at (its rules and tables are the
-  // engine's sw::ext::Registry, in extension.cpp).
+  // The registry's rules and tables (engine, keyed by type addresses). The
+  // Python objects its handles point at stay alive here: definitions holds
+  // each defined class and its StorageProvider, route_of each route class.
+  sw::ext::Registry registry;
   PyObject* definitions = nullptr;  // cls -> its StorageProvider
   PyObject* route_of = nullptr;     // route operation class -> TransferRoute
   PyObject* observed = nullptr;     // id(cls) -> weakref(cls), forgetting it when cls dies

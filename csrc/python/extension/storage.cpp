@@ -2,7 +2,7 @@
 // CarrierDefinition gets, driving its slots through the StorageProvider's
 // callables, and its constructor Cls(slots, *, dtype, mutable=True).
 #include "extension/extension.hpp"
-#include "carrier_kinds.hpp"
+#include "carriers/kinds.hpp"
 #include "dtype_object.hpp"
 #include "carrier_object.hpp"
 #include "extension/extension_api.hpp"
@@ -49,29 +49,25 @@ PyObject* call_storage(CarrierObject* o, PyObject* name, PyObject* a = nullptr, 
 }
 
 // allocate/write/release report success by returning None; anything else
-// (a status code, True, a coroutine) is refused rather than trusted. Steals
-// r (NULL passes the pending exception through). 0 / -1.
-int expect_none(CarrierObject* o, PyObject* r, const char* hook) {
+// (a status code, True, a coroutine) is refused rather than trusted. An
+// empty r passes the pending exception through. 0 / -1.
+int expect_none(CarrierObject* o, Ref r, const char* hook) {
   if (!r) return -1;
-  const bool none = r == Py_None;
-  if (!none)
-    PyErr_Format(PyExc_TypeError, "%s StorageProvider.%s() must return None, not %.100s", oname(self_of(o)), hook,
-                 oname(r));
-  Py_DECREF(r);
-  return none ? 0 : -1;
+  if (r.get() == Py_None) return 0;
+  PyErr_Format(PyExc_TypeError, "%s StorageProvider.%s() must return None, not %.100s", oname(self_of(o)), hook,
+               oname(r.get()));
+  return -1;
 }
 
 Py_ssize_t vt_size(CarrierObject* o) {
-  PyObject* r = call_storage(o, g.name.physical_size);
+  Ref r = Ref::steal(call_storage(o, g.name.physical_size));
   if (!r) return -1;
-  if (!PyLong_Check(r) || PyBool_Check(r)) {
+  if (!PyLong_Check(r.get()) || PyBool_Check(r.get())) {
     PyErr_Format(PyExc_TypeError, "%s StorageProvider.physical_size() must return an int, not %.100s",
-                 oname(self_of(o)), oname(r));
-    Py_DECREF(r);
+                 oname(self_of(o)), oname(r.get()));
     return -1;
   }
-  Py_ssize_t n = PyLong_AsSsize_t(r);
-  Py_DECREF(r);
+  const Py_ssize_t n = PyLong_AsSsize_t(r.get());
   if (n == -1 && PyErr_Occurred()) return -1;
   if (n < 0) {
     PyErr_Format(PyExc_ValueError, "%s StorageProvider.physical_size() returned a negative size", oname(self_of(o)));
@@ -81,25 +77,20 @@ Py_ssize_t vt_size(CarrierObject* o) {
 }
 
 PyObject* vt_get(CarrierObject* o, Py_ssize_t i) {
-  PyObject* idx = PyLong_FromSsize_t(i);
+  Ref idx = Ref::steal(PyLong_FromSsize_t(i));
   if (!idx) return nullptr;
-  PyObject* r = call_storage(o, g.name.read, idx);
-  Py_DECREF(idx);
+  Ref r = Ref::steal(call_storage(o, g.name.read, idx.get()));
   if (!r) return nullptr;
   // Reads return canonical values of the storage dtype, as built-ins do.
-  PyObject* v = value_coerce(vt_dtype_code(o), r);
-  Py_DECREF(r);
-  return v;
+  return value_coerce(vt_dtype_code(o), r.get());
 }
 
 int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) {
-  PyObject* x = value_coerce(vt_dtype_code(o), v);
+  Ref x = Ref::steal(value_coerce(vt_dtype_code(o), v));
   if (!x) return -1;
-  PyObject* idx = PyLong_FromSsize_t(i);
-  PyObject* r = idx ? call_storage(o, g.name.write, idx, x) : nullptr;
-  Py_XDECREF(idx);
-  Py_DECREF(x);
-  return expect_none(o, r, "write");
+  Ref idx = Ref::steal(PyLong_FromSsize_t(i));
+  if (!idx) return -1;
+  return expect_none(o, Ref::steal(call_storage(o, g.name.write, idx.get(), x.get())), "write");
 }
 
 // Calls the provider's release exactly once (marking the carrier released
@@ -108,36 +99,35 @@ int vt_set(CarrierObject* o, Py_ssize_t i, PyObject* v) {
 void vt_release(CarrierObject* o) {
   if (o->released) return;
   o->released = true;
-  expect_none(o, call_storage(o, g.name.release), "release");  // the carrier stays released
+  expect_none(o, Ref::steal(call_storage(o, g.name.release)), "release");  // the carrier stays released
 }
 
 // type(slots, dtype=dtype, mutable=mutable_): the construction contract.
 PyObject* make_like(PyTypeObject* type, Py_ssize_t n, PyObject* dtype, bool mutable_) {
-  PyObject* args = Py_BuildValue("(n)", n);
-  PyObject* kwargs = args ? Py_BuildValue("{s:O,s:O}", "dtype", dtype, "mutable", mutable_ ? Py_True : Py_False)
-                          : nullptr;
-  PyObject* r = kwargs ? PyObject_Call(reinterpret_cast<PyObject*>(type), args, kwargs) : nullptr;
-  Py_XDECREF(args);
-  Py_XDECREF(kwargs);
-  if (r && Py_TYPE(r) != type) {
+  Ref args = Ref::steal(Py_BuildValue("(n)", n));
+  if (!args) return nullptr;
+  Ref kwargs =
+      Ref::steal(Py_BuildValue("{s:O,s:O}", "dtype", dtype, "mutable", mutable_ ? Py_True : Py_False));
+  if (!kwargs) return nullptr;
+  Ref r = Ref::steal(PyObject_Call(reinterpret_cast<PyObject*>(type), args.get(), kwargs.get()));
+  if (r && Py_TYPE(r.get()) != type) {
     PyErr_Format(PyExc_TypeError, "%s(...) did not build a %s", tname(type), tname(type));
-    Py_CLEAR(r);
+    return nullptr;
   }
-  return r;
+  return r.release();
 }
 
 PyObject* vt_new_like(CarrierObject* o, PyObject* values, bool mutable_, PyObject* dtype) {
   if (!dtype) dtype = dtype_singleton(vt_dtype_code(o));  // kept after release
-  PyObject* seq = PySequence_Fast(values, "new_like() values must be iterable");
+  Ref seq = Ref::steal(PySequence_Fast(values, "new_like() values must be iterable"));
   if (!seq) return nullptr;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject* c = make_like(Py_TYPE(o), n, dtype, true);
-  for (Py_ssize_t i = 0; c && i < n; ++i) {
-    if (carrier_set_unchecked(c, i, PySequence_Fast_GET_ITEM(seq, i)) < 0) Py_CLEAR(c);
-  }
-  Py_DECREF(seq);
-  if (c) as_carrier(c)->constructed_mutable = mutable_;
-  return c;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  Ref c = Ref::steal(make_like(Py_TYPE(o), n, dtype, true));
+  if (!c) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (carrier_set_unchecked(c.get(), i, PySequence_Fast_GET_ITEM(seq.get(), i)) < 0) return nullptr;
+  as_carrier(c.get())->constructed_mutable = mutable_;
+  return c.release();
 }
 
 PyObject* vt_allocate_like(CarrierObject* o, Py_ssize_t n, bool mutable_, PyObject* dtype, bool) {
@@ -148,10 +138,8 @@ PyObject* vt_allocate_like(CarrierObject* o, Py_ssize_t n, bool mutable_, PyObje
 
 // allocate(carrier, n) and a check that it provided n slots. 0 / -1.
 int allocate_slots(CarrierObject* o, Py_ssize_t n) {
-  PyObject* count = PyLong_FromSsize_t(n);
-  PyObject* r = count ? call_storage(o, g.name.allocate, count) : nullptr;
-  Py_XDECREF(count);
-  if (expect_none(o, r, "allocate") < 0) return -1;
+  Ref count = Ref::steal(PyLong_FromSsize_t(n));
+  if (!count || expect_none(o, Ref::steal(call_storage(o, g.name.allocate, count.get())), "allocate") < 0) return -1;
   Py_ssize_t got = vt_size(o);
   if (got < 0) return -1;
   if (got != n) {

@@ -20,10 +20,12 @@
 #include "autograd/autograd.hpp"
 #include "profiler_api.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
-#include "clock.hpp"
+#include "util/fastcall.hpp"
+#include "runtime/clock.hpp"
 #include "movement/submit_policy.hpp"
 #include "util/type_object.hpp"
 
@@ -461,52 +463,27 @@ PyObject* move_async_impl(PyObject* tensor, PyObject* dest, PyObject* op_instanc
 }
 
 PyObject* wait_handle(PyObject* handle) {
-  PyObject* r = PyObject_CallMethod(handle, "wait", nullptr);
-  Py_DECREF(handle);
-  return r;
+  Ref h = Ref::steal(handle);
+  return PyObject_CallMethod(h.get(), "wait", nullptr);
 }
 
 namespace {
 
-// The (tensor, destination) arguments of move / move_async. Two positional
-// arguments (every hot call) are taken as they are; anything else is parsed
-// by PyArg from a tuple and dict, with its usual messages. 0 / -1.
-int parse_move_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames, const char* format,
-                    PyObject** tensor, PyObject** dest) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs == 2 && !kwnames) {
-    *tensor = args[0];
-    *dest = args[1];
-    return 0;
-  }
-  static const char* kwlist[] = {"tensor", "destination", nullptr};
-  Ref tuple = Ref::steal(PyTuple_New(nargs));
-  if (!tuple) return -1;
-  for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(tuple.get(), i, Py_NewRef(args[i]));
-  Ref kwargs;
-  if (kwnames && PyTuple_GET_SIZE(kwnames)) {
-    kwargs = Ref::steal(PyDict_New());
-    if (!kwargs) return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i)
-      if (PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) return -1;
-  }
-  // Borrowed from the tuple and dict, which the caller's frame keeps alive
-  // (its argument array holds the same objects).
-  return PyArg_ParseTupleAndKeywords(tuple.get(), kwargs.get(), format, const_cast<char**>(kwlist), tensor, dest)
-             ? 0
-             : -1;
-}
+constexpr Signature kMoveAsync{"move_async", {"tensor", "destination"}, 2, 0, 2};
+constexpr Signature kMove{"move", {"tensor", "destination"}, 2, 0, 2};
 
 PyObject* mod_move_async(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  PyObject *tensor, *dest;
-  if (parse_move_args(args, nargsf, kwnames, "OO:move_async", &tensor, &dest) < 0) return nullptr;
-  return move_async_impl(tensor, dest, nullptr, nullptr);
+  PyObject* a[2];
+  if (parse_args(kMoveAsync, module_state.keywords.move_async, args, static_cast<size_t>(nargsf), kwnames, a) < 0)
+    return nullptr;
+  return move_async_impl(a[0], a[1], nullptr, nullptr);
 }
 
 PyObject* mod_move(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  PyObject *tensor, *dest;
-  if (parse_move_args(args, nargsf, kwnames, "OO:move", &tensor, &dest) < 0) return nullptr;
-  return move_blocking(tensor, dest);
+  PyObject* a[2];
+  if (parse_args(kMove, module_state.keywords.move, args, static_cast<size_t>(nargsf), kwnames, a) < 0)
+    return nullptr;
+  return move_blocking(a[0], a[1]);
 }
 
 PyMethodDef api_methods[] = {

@@ -11,7 +11,7 @@
 #include "util/errors.hpp"
 #include "util/scopes.hpp"
 #include "transfer/parallel_copy.hpp"
-#include "executor.hpp"
+#include "runtime/executor.hpp"
 
 namespace swpy::move_internal {
 
@@ -123,9 +123,9 @@ int copy_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout,
     PyErr_SetString(PyExc_ValueError, "source and destination layouts have different shapes");
     return -1;
   }
-  bool done;
-  try {
-    done = sw::for_each_index_pair(
+  bool done = false;
+  if (engine_call([&] {
+        done = sw::for_each_index_pair(
         src_layout.leaves(), dst_layout.leaves(), [&](int64_t ordinal, int64_t si, int64_t di) {
           Ref v = Ref::steal(carrier_get(src, src_off + si));
           if (!v || carrier_set_unchecked(dst, dst_off + di, v.get()) < 0) return false;
@@ -136,10 +136,8 @@ int copy_values(PyObject* src, Py_ssize_t src_off, const sw::Layout& src_layout,
           }
           return true;
         });
-  } catch (...) {
-    raise_engine_exception();
+      }) < 0)
     return -1;
-  }
   return done ? 0 : -1;
 }
 

@@ -28,8 +28,8 @@
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
 #include "util/gil_gate.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/job_tracker.hpp"
 
 namespace swpy::move_internal {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/autograd.hpp"
-#include "layout.hpp"
+#include "layout/layout.hpp"
 
 namespace swpy {
 

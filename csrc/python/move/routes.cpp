@@ -43,7 +43,7 @@ PyObject* object(ClassKey k) { return reinterpret_cast<PyObject*>(k); }
 
 // Entries pin their classes (the GIL is held for every registry call).
 void pin(ClassKey k) { Py_INCREF(object(k)); }
-void unpin(ClassKey k) { Py_DECREF(object(k)); }
+void unpin(ClassKey k) { Py_DECREF(object(k)); }  // raw: pin()'s reference, which the engine's entry held
 
 RouteTable& table() { return *state.registry; }
 

@@ -22,13 +22,13 @@
 #include "tensor_object.hpp"
 #include "await_object.hpp"
 #include "profiler_api.hpp"
-#include "kernels.hpp"
+#include "ops/kernels.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 #include "util/compat.hpp"
 #include "util/scopes.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/executor.hpp"
 #include "movement/job_tracker.hpp"
 
 namespace swpy {
@@ -140,12 +140,7 @@ namespace {
 using Impl = SpanBatch::Impl;
 
 PyObject* flat_layout(Py_ssize_t n) {
-  try {
-    return layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)})));
-  } catch (...) {
-    raise_engine_exception();
-    return nullptr;
-  }
+  return engine_new([&] { return layout_from_engine(sw::Layout::canonical(sw::IntTree::node({sw::IntTree::leaf(n)}))); });
 }
 
 // The zero of a carrier's storage dtype, as a Python value.
@@ -272,17 +267,16 @@ int python_step(const SpanCopy& c) {
   }
   if (c.add) {
     bool ok = true;
-    try {
-      sw::for_each_index_pair(c.src_layout.leaves(), c.dst_layout.leaves(), [&](int64_t, int64_t si, int64_t di) {
-        Ref a = Ref::steal(carrier_get(c.dst, c.dst_off + di));
-        Ref b = a ? Ref::steal(carrier_get(c.src, c.src_off + si)) : Ref();
-        Ref sum = b ? Ref::steal(PyNumber_Add(a.get(), b.get())) : Ref();
-        ok = sum && carrier_set_unchecked(c.dst, c.dst_off + di, sum.get()) == 0;
-        return ok;
-      });
-    } catch (...) {
-      return raise_engine_exception();
-    }
+    if (engine_call([&] {
+          sw::for_each_index_pair(c.src_layout.leaves(), c.dst_layout.leaves(), [&](int64_t, int64_t si, int64_t di) {
+            Ref a = Ref::steal(carrier_get(c.dst, c.dst_off + di));
+            Ref b = a ? Ref::steal(carrier_get(c.src, c.src_off + si)) : Ref();
+            Ref sum = b ? Ref::steal(PyNumber_Add(a.get(), b.get())) : Ref();
+            ok = sum && carrier_set_unchecked(c.dst, c.dst_off + di, sum.get()) == 0;
+            return ok;
+          });
+        }) < 0)
+      return -1;
     return ok ? 0 : -1;
   }
   if (c.logical) return copy_values(c.src, c.src_off, c.src_layout, c.dst, c.dst_off, c.dst_layout);
@@ -350,16 +344,12 @@ std::vector<const sw::CopyPlan*> plans_of(const Impl::Unit& u) {
 }
 
 std::exception_ptr run_native_unit(Impl::Unit& u) noexcept {
-  try {
-    if (!u.file_spans.empty()) {
+  return engine_capture([&] {
+    if (!u.file_spans.empty())
       sw::run_independent(plans_of(u));
-      return nullptr;
-    }
-    for (const auto& step : u.native) step();
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
+    else
+      for (const auto& step : u.native) step();
+  });
 }
 
 void record_complete(Impl& b, Impl::Transfer& t) {
@@ -392,9 +382,8 @@ void terminal(const std::shared_ptr<SpanBatch>& sb) {
 void unit_done(const std::shared_ptr<SpanBatch>& sb, Impl::Unit& u, bool ok) {
   Impl& b = *sb->impl;
   if (!ok) {
-    PyObject* e = compat::take_raised();
-    if (!b.error) b.error = Ref::steal(e);
-    else Py_XDECREF(e);
+    Ref e = Ref::steal(compat::take_raised());
+    if (!b.error) b.error = std::move(e);
   }
   for (const SpanCopy& c : u.copies) {
     if (c.transfer < 0) continue;
@@ -429,12 +418,8 @@ void native_job(const std::shared_ptr<SpanBatch>& sb) {
   int64_t group_bytes = 0;
   auto run_group = [&] {
     if (group.empty()) return;
-    std::exception_ptr e;
-    try {
-      sw::run_independent(group);
-    } catch (...) {
-      e = std::current_exception();  // every unit of the group fails with it
-    }
+    // Every unit of the group fails with what it throws.
+    const std::exception_ptr e = engine_capture([&] { sw::run_independent(group); });
     for (size_t i = group_first; i < ran.size(); ++i) ran[i].second = e;
     group.clear();
     group_bytes = 0;
@@ -584,21 +569,11 @@ int span_batch_start(std::shared_ptr<SpanBatch> sb, PyObject* handle) {
   live().insert(sb.get());
   if (handle && set_runner(sb, handle) < 0) PyErr_Clear();  // the workers run it all
   // From here on every unit runs (a job no worker takes runs on this thread).
-  if (native) {
-    try {
-      sw::submit([sb] { native_job(sb); });
-    } catch (...) {
-      native_job(sb);
-    }
-  }
+  if (native && engine_capture([&] { sw::submit([sb] { native_job(sb); }); })) native_job(sb);
   for (auto& u : b.units) {
     if (u->is_native) continue;
     Impl::Unit* up = u.get();
-    try {
-      sw::submit([sb, up] { python_job(sb, up); });
-    } catch (...) {
-      python_job(sb, up);
-    }
+    if (engine_capture([&] { sw::submit([sb, up] { python_job(sb, up); }); })) python_job(sb, up);
   }
   return 0;
 }

@@ -223,15 +223,10 @@ int tiled_geometry_arg(PyObject* g, const std::vector<int64_t>& grid, const std:
                  type_name(g));
     return -1;
   }
-  try {
-    *out = T::Geometry(kind, grid, tile, lay);
-  } catch (const std::invalid_argument& e) {
-    PyErr_Format(PyExc_ValueError, "TiledEvictable: %s", e.what());
-    return -1;
-  } catch (...) {
-    return raise_engine_exception();
-  }
-  return 0;
+  std::string why;
+  const int r = engine_check(&why, [&] { *out = T::Geometry(kind, grid, tile, lay); });
+  if (r > 0) PyErr_Format(PyExc_ValueError, "TiledEvictable: %s", why.c_str());
+  return r == 0 ? 0 : -1;
 }
 
 // The compact argument of scatter / assign: a live Tensor of the primary's

@@ -20,6 +20,7 @@
 #include "module.hpp"
 #include "module_state.hpp"
 #include "util/errors.hpp"
+#include "util/ref.hpp"
 #include "util/scopes.hpp"
 #include "util/type_object.hpp"
 
@@ -49,13 +50,13 @@ int tiled_claim(TiledState& s, PyObject* c) {
 void tiled_drop(TiledState& s, PyObject* c) {
   if (!c) return;
   ErrorGuard keep;
+  Ref owned = Ref::steal(c);  // dropped before keep restores the exception
   auto it = s.tokens.find(c);
   if (it != s.tokens.end()) {
     if (carrier_relinquish(c, it->second) < 0) PyErr_Clear();
     s.tokens.erase(it);
   }
   if (!carrier_is_owned(c) && carrier_release(c) < 0) PyErr_WriteUnraisable(c);
-  Py_DECREF(c);
 }
 
 namespace {
@@ -156,12 +157,11 @@ void finish(TiledRequest* req, bool ok) {
   else
     tiled_end(req, false);
   delete req;
-  if (value) {
-    await_complete(handle.get(), value);
-    Py_DECREF(value);
-  } else {
+  Ref result = Ref::steal(value);
+  if (result)
+    await_complete(handle.get(), result.get());
+  else
     await_fail(handle.get());
-  }
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "util/ref.hpp"
+
 namespace swpy {
 
 // Python's bool or NumPy's bool scalar. Keys, indices and sizes refuse both:
@@ -37,10 +39,9 @@ inline int int64_value(PyObject* o, long long* out, const char* what) {
     PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(o)->tp_name);
     return 0;
   }
-  PyObject* i = PyNumber_Index(o);
+  Ref i = Ref::steal(PyNumber_Index(o));
   if (!i) return 0;
-  const long long v = PyLong_AsLongLong(i);
-  Py_DECREF(i);
+  const long long v = PyLong_AsLongLong(i.get());
   if (v == -1 && PyErr_Occurred()) return 0;
   *out = v;
   return 1;

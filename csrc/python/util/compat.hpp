@@ -4,6 +4,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "util/ref.hpp"
+
 namespace swpy::compat {
 
 // True once interpreter finalization has begun (Py_IsFinalizing is public
@@ -40,9 +42,8 @@ inline PyObject* take_raised() {
   PyErr_Fetch(&type, &value, &tb);
   if (!type) return nullptr;
   PyErr_NormalizeException(&type, &value, &tb);
+  Ref owned_type = Ref::steal(type), owned_tb = Ref::steal(tb);
   if (tb && value) PyException_SetTraceback(value, tb);
-  Py_XDECREF(type);
-  Py_XDECREF(tb);
   return value;
 #endif
 }
@@ -70,24 +71,17 @@ inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyTyp
 // 0 / -1 with an exception set (say a __notes__ that is not a list).
 inline int add_note(PyObject* exc, PyObject* note) {
 #if PY_VERSION_HEX >= 0x030B0000
-  PyObject* r = PyObject_CallMethod(exc, "add_note", "O", note);
-  Py_XDECREF(r);
-  return r ? 0 : -1;
+  return Ref::steal(PyObject_CallMethod(exc, "add_note", "O", note)) ? 0 : -1;
 #else
-  PyObject* notes = PyObject_GetAttrString(exc, "__notes__");
+  Ref notes = Ref::steal(PyObject_GetAttrString(exc, "__notes__"));
   if (!notes) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
-    notes = PyList_New(0);
-    if (!notes) return -1;
-    if (PyObject_SetAttrString(exc, "__notes__", notes) < 0) {
-      Py_DECREF(notes);
-      return -1;
-    }
+    notes = Ref::steal(PyList_New(0));
+    if (!notes || PyObject_SetAttrString(exc, "__notes__", notes.get()) < 0) return -1;
   }
-  const int rc = PyList_Check(notes) ? PyList_Append(notes, note) : -1;
+  const int rc = PyList_Check(notes.get()) ? PyList_Append(notes.get(), note) : -1;
   if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Cannot add note: __notes__ is not a list");
-  Py_DECREF(notes);
   return rc;
 #endif
 }

@@ -13,6 +13,8 @@
 #include <Python.h>
 
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 #include "util/compat.hpp"
 
@@ -34,17 +36,24 @@ class ErrorGuard {
   PyObject* saved_;
 };
 
+// Thrown through engine code by a callback of ours that called Python and
+// failed (a base directory from tempfile.gettempdir(), say): the Python
+// exception is already set, and the translator leaves it as it is.
+struct PythonError {};
+
 // Sets the Python exception matching a caught engine exception:
 // std::bad_alloc -> MemoryError, std::system_error -> OSError(errno, what),
 // std::invalid_argument / std::out_of_range / std::length_error ->
-// ValueError, std::overflow_error -> OverflowError, anything else ->
-// RuntimeError. Call only inside a catch block (it rethrows to inspect).
-// Returns -1 so callers can `return raise_engine_exception();`.
+// ValueError, std::overflow_error -> OverflowError, PythonError -> the
+// exception already set, anything else -> RuntimeError. Call only inside a
+// catch block (it rethrows to inspect). Returns -1 so callers can
+// `return raise_engine_exception();`.
 int raise_engine_exception();
 // Same for a captured exception_ptr (from a worker thread).
 int raise_engine_exception(std::exception_ptr e);
 
-// Runs f() (engine code) and converts whatever it throws. 0 / -1.
+// The one way binding code runs engine code: engine_call(f) runs f() and
+// converts whatever it throws (raise_engine_exception). 0 / -1.
 template <class F>
 int engine_call(F&& f) {
   try {
@@ -52,6 +61,81 @@ int engine_call(F&& f) {
     return 0;
   } catch (...) {
     return raise_engine_exception();
+  }
+}
+
+// engine_call for an engine check whose refusal (std::invalid_argument) the
+// caller words itself, naming its operands: 0 passed; 1 refused, the reason
+// in *why and nothing raised; -1 another error, raised.
+template <class F>
+int engine_check(std::string* why, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    return engine_call([&] { *why = e.what(); }) < 0 ? -1 : 1;
+  } catch (...) {
+    return raise_engine_exception();
+  }
+}
+
+// Runs engine code f() where no Python exception can be raised (a worker
+// thread, a GilRelease scope) and returns what it threw, or null, for
+// raise_engine_exception(e) once the GIL is held again.
+template <class F>
+std::exception_ptr engine_capture(F&& f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// engine_call for file-system work on path: a std::system_error becomes
+// the OSError subclass of its errno naming the path (FileNotFoundError:
+// [Errno 2] No such file or directory: 'path'); an sw::PathError names the
+// path it failed at; an empty path names none. raise_engine_exception_at is
+// its translator (call only inside a catch block). 0 / -1.
+int raise_engine_exception_at(const std::string& path);
+template <class F>
+int engine_call_at(const std::string& path, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (...) {
+    return raise_engine_exception_at(path);
+  }
+}
+
+// engine_call for an f that returns a new reference (or NULL with an
+// exception set): its result, or NULL when it throws.
+template <class F>
+PyObject* engine_new(F&& f) {
+  try {
+    return f();
+  } catch (...) {
+    raise_engine_exception();
+    return nullptr;
+  }
+}
+
+// engine_call whose errors say who failed (who + what: "add(): ", "relu
+// backward: ", "TiledEvictable: "): the library's own errors read
+// "add(): <message>"; anything user code raised stays the same object with
+// the note "in add()"; a MemoryError is left as it is. Two parts so callers
+// need not format a prefix on the success path. add_error_context does the
+// same for an exception already pending (returns -1). engine_call_in: 0 / -1.
+int add_error_context(const char* who, const char* what = "");
+template <class F>
+int engine_call_in(const char* who, const char* what, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (...) {
+    raise_engine_exception();
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
+    return add_error_context(who, what);
   }
 }
 
@@ -65,6 +149,7 @@ int engine_call(F&& f) {
 // arguments, traceback and chain, and gets note as a PEP 678 note.
 // SystemExit, KeyboardInterrupt and every other BaseException that is not an
 // Exception pass through untouched. Returns -1 (the exception stays pending).
+// add_error_context(who, what) is locate_error(who + what, "", "in " + who).
 int locate_error(const char* prefix, const char* suffix, const char* note);
 
 // A type's short name (the part of tp_name after the last dot), for
