@@ -4,16 +4,18 @@
 // fills, a vectorized arange), with the GIL released for large tensors.
 //
 // Decisions where API.md is silent (NumPy's where it has one):
-//  - shape is an int or a tuple/list of ints; every extent >= 1 (a Shape has
-//    no zero extent): zeros(0) is ValueError, not an empty tensor.
+//  - shape is an int or a tuple/list of ints, every extent >= 0: zeros(0) and
+//    zeros((2, 0)) are empty tensors, as NumPy's (their Layout has an extent-0
+//    mode, as a DLPack import of an empty array does; a Shape object itself
+//    still refuses extent 0). A negative extent is ValueError.
 //  - zeros/ones/empty default to Float32 (NumPy's float64 is not a storage
 //    dtype; Float32 is what strideweave.tensor() makes of floats); full
 //    infers from its value as tensor() does (bool -> Bool, int -> Int32,
 //    float -> Float32); arange infers Int32 from int arguments, else Float32.
 //  - arange's Float32 values are start + i * step formed in double and
 //    rounded once (NumPy steps in float32, which can differ in the last bit);
-//    its length is NumPy's ceil((stop - start) / step); an empty range is
-//    ValueError.
+//    its length is NumPy's ceil((stop - start) / step), 0 for an empty range
+//    (an empty tensor).
 //  - A value that a slot of the dtype cannot hold fails as a slot write does
 //    (TypeError / OverflowError), before anything is allocated.
 //  - Layout objects are immutable, so tensors of one shape may share one:
@@ -95,8 +97,8 @@ int parse_shape(const char* fn, PyObject* shape, Extents* out) {
   } else {
     return bad_shape(fn, shape);
   }
-  if (!sw::data::extents_positive(out->span())) {
-    PyErr_Format(PyExc_ValueError, "%s() needs every extent >= 1 (a Shape has no zero extent), got shape %s", fn,
+  if (!sw::data::extents_non_negative(out->span())) {
+    PyErr_Format(PyExc_ValueError, "%s() needs every extent >= 0 (negative dimensions are not allowed), got shape %s", fn,
                  sw::data::shape_text(out->span()).c_str());
     return -1;
   }
@@ -158,6 +160,7 @@ PyObject* make(const Extents& e, sw::DTypeCode code, bool zero, Fill&& fill) {
   const int64_t n = layout_of(layout.get()).size();
   Ref carrier = Ref::steal(cpu_new(static_cast<Py_ssize_t>(n), code, true, /*empty=*/!zero));
   if (!carrier) return nullptr;
+  if (n == 0) return tensor_new(carrier.get(), 0, layout.get());  // empty: no slot to fill
   void* data = carrier_host_data(carrier.get());
   int rc;
   if (n >= kGilFreeElements) {
@@ -281,13 +284,6 @@ int as_i64(PyObject* v, int64_t* out) {
   return 0;
 }
 
-int empty_range(PyObject* start, PyObject* stop, PyObject* step) {
-  PyErr_Format(PyExc_ValueError,
-               "arange(%R, %R, %R) has no elements; a tensor needs at least one (a Shape has no zero extent)",
-               start, stop, step);
-  return -1;
-}
-
 PyObject* fn_arange(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"start", "stop", "step", "dtype", nullptr};
   PyObject *a = nullptr, *b = Py_None, *c = Py_None, *dtype = Py_None;
@@ -324,11 +320,10 @@ PyObject* fn_arange(PyObject*, PyObject* args, PyObject* kwargs) {
     }
     int64_t n = 0;
     if (engine_call([&] { n = sw::kernels::arange_count(s0, s1, st); }) < 0) return nullptr;
-    if (n == 0) return empty_range(start, stop, step), nullptr;
     // Both ends in Int32 range means every value is (the values are monotone).
     int64_t last;
-    if (__builtin_mul_overflow(n - 1, st, &last) || __builtin_add_overflow(last, s0, &last) || s0 < INT32_MIN ||
-        s0 > INT32_MAX || last < INT32_MIN || last > INT32_MAX) {
+    if (n > 0 && (__builtin_mul_overflow(n - 1, st, &last) || __builtin_add_overflow(last, s0, &last) || s0 < INT32_MIN ||
+        s0 > INT32_MAX || last < INT32_MIN || last > INT32_MAX)) {
       PyErr_Format(PyExc_OverflowError, "arange(%R, %R, %R) leaves the Int32 range", start, stop, step);
       return nullptr;
     }
@@ -349,10 +344,9 @@ PyObject* fn_arange(PyObject*, PyObject* args, PyObject* kwargs) {
   }
   int64_t n = 0;
   if (engine_call([&] { n = sw::kernels::arange_count(s0, s1, st); }) < 0) return nullptr;
-  if (n == 0) return empty_range(start, stop, step), nullptr;
   const double last = s0 + static_cast<double>(n - 1) * st;
-  if (!std::isfinite(s0) || !std::isfinite(last) || std::isinf(static_cast<float>(s0)) ||
-      std::isinf(static_cast<float>(last))) {
+  if (n > 0 && (!std::isfinite(s0) || !std::isfinite(last) || std::isinf(static_cast<float>(s0)) ||
+      std::isinf(static_cast<float>(last)))) {
     PyErr_Format(PyExc_OverflowError, "arange(%R, %R, %R) leaves the Float32 range", start, stop, step);
     return nullptr;
   }
@@ -366,7 +360,7 @@ PyMethodDef constructor_functions[] = {
     {"zeros", method_cast(fn_zeros), METH_FASTCALL | METH_KEYWORDS,
      "zeros(shape, *, dtype=DType.Float32)\n--\n\n"
      "A new CPU tensor of zeros in the row-major layout (as strideweave.tensor gives); shape is an int or a "
-     "tuple of ints (each >= 1); dtype is a DType or a NumPy dtype (Float32, Int32 or Bool)."},
+     "tuple of ints (each >= 0; an extent 0 makes an empty tensor); dtype is a DType or a NumPy dtype (Float32, Int32 or Bool)."},
     {"ones", method_cast(fn_ones), METH_FASTCALL | METH_KEYWORDS,
      "ones(shape, *, dtype=DType.Float32)\n--\n\nA new CPU tensor of ones (True for Bool), row-major."},
     {"empty", method_cast(fn_empty), METH_FASTCALL | METH_KEYWORDS,
@@ -378,7 +372,7 @@ PyMethodDef constructor_functions[] = {
     {"arange", method_cast(fn_arange), METH_VARARGS | METH_KEYWORDS,
      "arange(stop) / arange(start, stop, step=1, *, dtype=None)\n--\n\n"
      "A new rank-1 CPU tensor of start, start + step, ... below stop (NumPy's length ceil((stop - start) / "
-     "step), at least one element). dtype=None gives Int32 for int arguments, else Float32 (each value "
+     "step), an empty tensor when that is 0). dtype=None gives Int32 for int arguments, else Float32 (each value "
      "start + i * step rounded once)."},
     {nullptr, nullptr, 0, nullptr}};
 

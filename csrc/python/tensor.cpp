@@ -276,16 +276,23 @@ PyObject* Tensor_nb_int(PyObject* self) {
   return v ? PyNumber_Long(v.get()) : nullptr;
 }
 
-// NumPy's rule: the truth of the one element; more elements are ambiguous.
+// NumPy's rule: the truth of the one element; more elements, or none (an
+// empty tensor), are ambiguous.
 int Tensor_nb_bool(PyObject* self) {
   const int64_t n = layout_of(as_tensor(self)->layout).size();
   if (n != 1) {
     Ref shape = Ref::steal(tensor_get_shape(self, nullptr));
     if (!shape) return -1;
-    PyErr_Format(PyExc_ValueError,
-                 "the truth value of a tensor with more than one element is ambiguous (shape %R): compare "
-                 "elements, or test t.size() or a reduction instead",
-                 shape.get());
+    if (n == 0)
+      PyErr_Format(PyExc_ValueError,
+                   "the truth value of an empty tensor is ambiguous (shape %R): test t.size() > 0 to check that "
+                   "it is not empty",
+                   shape.get());
+    else
+      PyErr_Format(PyExc_ValueError,
+                   "the truth value of a tensor with more than one element is ambiguous (shape %R): compare "
+                   "elements, or test t.size() or a reduction instead",
+                   shape.get());
     return -1;
   }
   Ref v = Ref::steal(tensor_item(self, nullptr));

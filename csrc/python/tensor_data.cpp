@@ -74,13 +74,6 @@ int parse_dtype(PyObject* dtype, bool* given, sw::DTypeCode* out) {
   return 0;
 }
 
-int check_extents(const std::vector<int64_t>& shape) {
-  if (sw::data::extents_positive(shape)) return 0;
-  PyErr_Format(PyExc_ValueError, "tensor() needs every extent >= 1; the data has shape %s",
-               shape_text(shape).c_str());
-  return -1;
-}
-
 // The layout the tensor gets (a given one, type-checked by the caller, or
 // row-major) and where each element goes.
 struct Placement : sw::data::Placement {
@@ -115,7 +108,8 @@ int place(PyObject* layout_arg, const std::vector<int64_t>& shape, Placement* p)
 // Fresh CPU carrier for the placement; *data receives its host pointer.
 Ref allocate(const Placement& p, sw::DTypeCode code, void** data) {
   Ref c = Ref::steal(cpu_new(static_cast<Py_ssize_t>(p.cosize), code, true, /*empty=*/p.compact));
-  if (c && !(*data = carrier_host_data(c.get()))) {
+  // An empty tensor's storage has no slot to write (and may have no memory).
+  if (c && p.cosize > 0 && !(*data = carrier_host_data(c.get()))) {
     PyErr_SetString(PyExc_RuntimeError, "tensor(): fresh CPU storage has no host memory");
     c.reset();
   }
@@ -156,7 +150,6 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
     shape[k] = view.shape ? view.shape[k] : view.len / view.itemsize;
     strides[k] = view.strides ? view.strides[k] : view.itemsize;  // 1-d without strides
   }
-  if (check_extents(shape) < 0) return nullptr;
   if (!dtype_given) code = sw::inferred_dtype(fmt.kind);
   if (!sw::kind_accepted(fmt.kind, code)) {
     PyErr_Format(PyExc_TypeError, "tensor() cannot store %s data (buffer format '%s') in %s slots",
@@ -169,6 +162,7 @@ PyObject* from_buffer(PyObject* data, bool dtype_given, sw::DTypeCode code, PyOb
   Ref carrier = allocate(p, code, &dst);
   if (!carrier) return nullptr;
   const int64_t n = sw::data::element_count(shape);
+  if (n == 0) return finish(std::move(carrier), p);  // an empty buffer: nothing to read
   sw::ConvertStatus st;
   auto run = [&] {
     // Large data is converted on several threads (the pool's workers help).
@@ -236,7 +230,7 @@ int walk(PyObject* o, Nested& n) {
     const Step step = n.shape.level_length(len);
     if (step != Step::Ok) {
       Py_LeaveRecursiveCall();
-      return step == Step::ZeroExtent ? check_extents(n.shape.shape()) : ragged(n, step, len);
+      return step == Step::ZeroExtent ? 0 : ragged(n, step, len);  // an empty level holds nothing to walk
     }
     rc = 0;
     // A list may shrink while we walk it (a __len__ or PySequence_Fast of a
@@ -306,8 +300,9 @@ PyObject* from_values(PyObject* data, bool scalar, bool dtype_given, sw::DTypeCo
     return nullptr;
   }
   const std::vector<int64_t>& shape = n.shape.shape();
-  if (check_extents(shape) < 0) return nullptr;
-  LeafKind widest = LeafKind::Bool;
+  // No leaf to infer from (tensor([]), an extent 0): Float32, as NumPy's
+  // float64 default becomes here.
+  LeafKind widest = n.leaves.empty() ? LeafKind::Float : LeafKind::Bool;
   for (size_t i = 0; i < n.leaves.size(); ++i) {
     LeafKind k;
     if (leaf_kind(n.leaves[i].get(), &k) < 0) {
@@ -372,6 +367,19 @@ PyObject* tensor_from_data(PyObject* data, PyObject* dtype, PyObject* layout) {
     PyErr_Clear();
   }
   if (is_tensor(data)) {
+    const sw::Layout& l = layout_of(as_tensor(data)->layout);
+    if (l.size() == 0) {
+      // No value to read (tolist's [] has lost the shape): the shape is the
+      // leaf extents, the dtype the tensor's where CPU holds it.
+      const sw::DTypeCode own = dtype_code(as_tensor(data)->dtype);
+      if (!dtype_given)
+        code = own == sw::DTypeCode::Int32 || own == sw::DTypeCode::Bool ? own : sw::DTypeCode::Float32;
+      Placement p;
+      if (place(layout, sw::data::leaf_extents(l), &p) < 0) return nullptr;
+      void* dst = nullptr;
+      Ref carrier = allocate(p, code, &dst);
+      return carrier ? finish(std::move(carrier), p) : nullptr;
+    }
     // A Tensor reads through tolist (its own __array__ would need NumPy).
     Ref values = Ref::steal(tensor_tolist(data, nullptr));
     if (!values) return nullptr;
@@ -558,9 +566,17 @@ PyObject* tensor_array(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   const char* np_dtype = sw::numpy_dtype_name(code);
-  Ref values = Ref::steal(tensor_tolist(self, nullptr));
-  if (!values) return nullptr;
-  Ref arr = Ref::steal(PyObject_CallMethod(np.get(), "array", "Os", values.get(), np_dtype));
+  Ref arr;
+  if (layout_of(t->layout).size() == 0) {
+    // tolist's [] has lost the shape of an empty tensor.
+    Ref shape = Ref::steal(tensor_get_shape(self, nullptr));
+    if (!shape) return nullptr;
+    arr = Ref::steal(PyObject_CallMethod(np.get(), "zeros", "Os", shape.get(), np_dtype));
+  } else {
+    Ref values = Ref::steal(tensor_tolist(self, nullptr));
+    if (!values) return nullptr;
+    arr = Ref::steal(PyObject_CallMethod(np.get(), "array", "Os", values.get(), np_dtype));
+  }
   if (!arr || dtype == Py_None) return arr.release();
   return PyObject_CallMethod(arr.get(), "astype", "O", dtype);
 }

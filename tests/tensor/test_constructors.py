@@ -37,9 +37,9 @@ def test_dtypes_of_the_constructors():
 
 
 def test_shape_errors():
-    with pytest.raises(ValueError, match=r"every extent >= 1.*\(2, 0\)"):
-        sw.zeros((2, 0))
-    with pytest.raises(ValueError, match="every extent >= 1"):
+    with pytest.raises(ValueError, match=r"every extent >= 0.*\(2, -1\)"):
+        sw.zeros((2, -1))
+    with pytest.raises(ValueError, match="every extent >= 0"):
         sw.ones(-1)
     with pytest.raises(TypeError, match=r"zeros\(\) shape must be an int or a tuple of ints, not str"):
         sw.zeros("3")
@@ -81,8 +81,6 @@ def test_arange_of_floats_has_numpys_length_and_rounded_values(args):
 
 
 def test_arange_errors():
-    with pytest.raises(ValueError, match=r"arange\(3, 1, 1\) has no elements"):
-        sw.arange(3, 1)
     with pytest.raises(ValueError, match="step must not be zero"):
         sw.arange(0, 3, 0)
     with pytest.raises(OverflowError, match="leaves the Int32 range"):

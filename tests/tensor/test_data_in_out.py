@@ -168,10 +168,8 @@ def test_bad_data_names_the_shape_or_format():
         sw.tensor([1, [2]])
     with pytest.raises(ValueError, match="rectangular"):
         sw.tensor([[1], 2])
-    with pytest.raises(ValueError, match=r"shape \(0,\)"):
-        sw.tensor([])
-    with pytest.raises(ValueError, match=r"shape \(2, 0\)"):
-        sw.tensor(np.zeros((2, 0)))
+    with pytest.raises(ValueError, match=r"rectangular.*index \(1,\).*shape so far \(2, 0\)"):
+        sw.tensor([[], [1]])
     with pytest.raises(TypeError, match="format 'Zd'"):
         sw.tensor(np.zeros(3, dtype=complex))
     with pytest.raises(TypeError, match="complex"):

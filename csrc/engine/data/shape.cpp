@@ -22,9 +22,9 @@ std::string position_text(std::span<const int64_t> shape, int64_t ordinal) {
   return shape_text(idx);
 }
 
-bool extents_positive(std::span<const int64_t> shape) noexcept {
+bool extents_non_negative(std::span<const int64_t> shape) noexcept {
   for (int64_t e : shape)
-    if (e < 1) return false;
+    if (e < 0) return false;
   return true;
 }
 
@@ -47,7 +47,11 @@ NestedShape::Step NestedShape::level_length(int64_t len) {
   const size_t depth = path_.size();
   if (shape_.size() == depth) shape_.push_back(len);
   else if (shape_[depth] != len) return Step::LengthMismatch;
-  return len == 0 ? Step::ZeroExtent : Step::Ok;
+  if (len != 0) return Step::Ok;
+  // The first empty level at this depth (a later one matched its length 0):
+  // no level was deeper yet, so no leaf depth is fixed.
+  if (leaf_depth_ < 0) leaf_depth_ = static_cast<int>(depth) + 1;
+  return Step::ZeroExtent;
 }
 
 NestedShape::Step NestedShape::leaf() {

@@ -26,8 +26,8 @@ std::string shape_text(std::span<const int64_t> shape);
 // position_text({2, 3}, 4) == "(1, 1)".
 std::string position_text(std::span<const int64_t> shape, int64_t ordinal);
 
-// True when every extent is >= 1 (tensor() rejects zero extents).
-bool extents_positive(std::span<const int64_t> shape) noexcept;
+// True when every extent is >= 0 (an extent 0 makes an empty tensor).
+bool extents_non_negative(std::span<const int64_t> shape) noexcept;
 // Product of the extents (the element count; extents already validated).
 int64_t element_count(std::span<const int64_t> shape) noexcept;
 
@@ -42,13 +42,16 @@ class NestedShape {
     NumberWhereSequence,  // a leaf above the leaf depth
     LengthMismatch,       // a level's length differs from its depth's
     TooDeep,              // more than kMaxRank levels
-    ZeroExtent,           // an empty level (shape() then ends in 0)
+    ZeroExtent,           // an empty level: nothing below it to walk (shape() then ends in 0)
   };
 
   // A level is about to be read at the current depth (checks that do not
   // need its length).
   Step begin_level() const noexcept;
   // Its length: the first level at a depth records it, later ones must match.
+  // An empty level is the deepest one (NumPy's [[], []] has shape (2, 0)):
+  // it fixes the leaf depth below it, so a leaf or a longer level elsewhere
+  // is ragged.
   Step level_length(int64_t len);
   // The walk descends into item i of the current level / comes back.
   void enter(int64_t i) { path_.push_back(i); }

@@ -216,8 +216,8 @@ void Layout::measure() {
       throw std::invalid_argument("layout cosize overflows int64 for shape " + to_string(shape_) + " and stride " +
                                   to_string(stride_));
   }
-  // A layout with an extent-0 mode (a zero-size array from a DLPack import:
-  // Shape itself refuses 0) has no coordinate and reaches no slot.
+  // A layout with an extent-0 mode (an empty tensor's: Shape itself refuses
+  // 0) has no coordinate and reaches no slot.
   size_ = empty ? 0 : size;
   cosize_ = empty ? 0 : span + 1;
 }

@@ -55,8 +55,9 @@ class Layout {
   Layout() = default;
   // Throws std::invalid_argument (message names the mismatch) when the trees
   // are not congruent, an extent < 0 or a stride < 0. Shape objects refuse
-  // extent 0, so only an imported zero-size array (DLPack) has such a mode:
-  // size and cosize are then 0.
+  // extent 0, so only an empty tensor's layout (a zero-size DLPack import, a
+  // constructor or tensor() with an extent 0) has such a mode: size and
+  // cosize are then 0.
   Layout(IntTree shape, IntTree stride);
 
   const IntTree& shape() const { return shape_; }

@@ -29,9 +29,11 @@ TEST(DataShape, Text) {
 }
 
 TEST(DataShape, ExtentsAndCount) {
-  EXPECT_TRUE(d::extents_positive(std::vector<int64_t>{}));
-  EXPECT_TRUE(d::extents_positive(std::vector<int64_t>{1, 7}));
-  EXPECT_FALSE(d::extents_positive(std::vector<int64_t>{3, 0}));
+  EXPECT_TRUE(d::extents_non_negative(std::vector<int64_t>{}));
+  EXPECT_TRUE(d::extents_non_negative(std::vector<int64_t>{1, 7}));
+  EXPECT_TRUE(d::extents_non_negative(std::vector<int64_t>{3, 0}));
+  EXPECT_FALSE(d::extents_non_negative(std::vector<int64_t>{3, -1}));
+  EXPECT_EQ(d::element_count(std::vector<int64_t>{3, 0}), 0);
   EXPECT_EQ(d::element_count(std::vector<int64_t>{}), 1);
   EXPECT_EQ(d::element_count(std::vector<int64_t>{2, 3, 4}), 24);
 }
@@ -109,6 +111,49 @@ TEST(NestedShape, ZeroExtentAndDepthLimit) {
     deep.enter(0);
   }
   EXPECT_EQ(deep.begin_level(), Step::TooDeep);
+}
+
+// [[], []] is (2, 0), as NumPy's; an empty level is the deepest, so a
+// sibling with an element ([[], [1]]) or a deeper level is ragged.
+TEST(NestedShape, EmptyLevelsAreTheDeepest) {
+  d::NestedShape n;
+  ASSERT_EQ(n.level_length(2), Step::Ok);
+  for (int64_t i = 0; i < 2; ++i) {
+    n.enter(i);
+    ASSERT_EQ(n.begin_level(), Step::Ok);
+    EXPECT_EQ(n.level_length(0), Step::ZeroExtent);
+    n.leave();
+  }
+  EXPECT_EQ(n.shape(), (std::vector<int64_t>{2, 0}));
+
+  d::NestedShape longer;  // [[], [1]]
+  longer.level_length(2);
+  longer.enter(0);
+  longer.level_length(0);
+  longer.leave();
+  longer.enter(1);
+  EXPECT_EQ(longer.level_length(1), Step::LengthMismatch);
+
+  d::NestedShape leaf_above;  // [[], 5]
+  leaf_above.level_length(2);
+  leaf_above.enter(0);
+  leaf_above.level_length(0);
+  leaf_above.leave();
+  leaf_above.enter(1);
+  EXPECT_EQ(leaf_above.leaf(), Step::NumberWhereSequence);
+
+  d::NestedShape deeper;  // [[5], [[]]]: the second [] sits below the leaf depth
+  deeper.level_length(2);
+  deeper.enter(0);
+  deeper.level_length(1);
+  deeper.enter(0);
+  ASSERT_EQ(deeper.leaf(), Step::Ok);
+  deeper.leave();
+  deeper.leave();
+  deeper.enter(1);
+  deeper.level_length(1);
+  deeper.enter(0);
+  EXPECT_EQ(deeper.begin_level(), Step::SequenceWhereNumber);
 }
 
 TEST(DataShape, InferredDtypeAndKindText) {
