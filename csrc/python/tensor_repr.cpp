@@ -7,9 +7,13 @@
 // Reading the values never changes residency or versions: they are read
 // only from carriers whose reads are plain native reads (CPU, Generic,
 // FileBacked, Metal, without a Python get_value hook), an Evictable through
-// the tier that holds its values now (no promote()), and never through a
-// Python hook (extension carriers, TiledEvictable), whose tensors show
-// "<values not shown ...>" instead. A released carrier shows "<released>".
+// the tier that holds its values now (no promote()), a TiledEvictable whose
+// tiers are such plain carriers through its native slot reads (each from
+// where its tile is: no promotion, no version change; an invalid tile's
+// read fails and the repr says the values are not readable), and never
+// through a Python hook (extension carriers, tiers with hooks), whose
+// tensors show "<values not shown ...>" instead. A released carrier shows
+// "<released>".
 #include <string>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "dtype_object.hpp"
 #include "layout_object.hpp"
 #include "tensor_object.hpp"
+#include "tiled_object.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
 
@@ -34,6 +39,16 @@ PyObject* plain_reader(PyObject* c) {
     if (carrier_overrides(c, "get_value")) return nullptr;
     PyObject* tier = evictable_value_tier(c);
     return tier ? plain_reader(tier) : nullptr;
+  }
+  if (PyObject_TypeCheck(c, &TiledEvictable_Type)) {
+    // Its slot reads are native and read each tile where it is; they run a
+    // hook only through a tier of a hooked class (tile buffers are of the
+    // primary's class, like proto).
+    const TiledState* s = reinterpret_cast<TiledObject*>(c)->s;
+    if (!s || carrier_overrides(c, "get_value")) return nullptr;
+    for (PyObject* tier : {s->proto.get(), s->secondary.get()})
+      if (tier && plain_reader(tier) != tier) return nullptr;
+    return c;
   }
   const bool native = PyObject_TypeCheck(c, &CPU_Type) || PyObject_TypeCheck(c, &Generic_Type) ||
                       PyObject_TypeCheck(c, &FileBacked_Type) || PyObject_TypeCheck(c, &Metal_Type);
@@ -98,8 +113,9 @@ int values_text(TensorObject* t, PyObject* reader, std::string* out) {
 std::string placeholder(PyObject* c) {
   const char* cls = type_name(c);
   if (carrier_is_released(c) == 1) return std::string("<released: the ") + cls + " carrier's storage was given up (moved or released)>";
-  return std::string("<values not shown: ") + article(cls) + " " + cls +
-         " carrier is read through Python hooks, which a repr does not run; t.tolist() reads them>";
+  const char* what = PyObject_TypeCheck(c, &TiledEvictable_Type) ? " carrier's tiers are" : " carrier is";
+  return std::string("<values not shown: ") + article(cls) + " " + cls + what +
+         " read through Python hooks, which a repr does not run; t.tolist() reads them>";
 }
 
 }  // namespace

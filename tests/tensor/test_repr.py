@@ -65,8 +65,7 @@ def test_a_tiled_evictable_tensor_keeps_its_residency():
     te.evict(sw.TileSet([(1,)]))  # one tile secondary-resident
     before = [te.tile_state([k]) for k in range(4)]
     r = repr(t)
-    assert "<values not shown: a TiledEvictable carrier is read through Python hooks" in r
-    assert "t.tolist() reads them" in r
+    assert r.startswith("Tensor([[ 0.0,  3.0,  6.0,  9.0],")  # read where each tile is
     assert [te.tile_state([k]) for k in range(4)] == before
 
 
