@@ -15,7 +15,7 @@ A Python subclass of ``Carrier`` becomes definition-backed with
 instances are built as ``cls(slots, *, dtype, mutable=True)`` and store their
 slots through the ``StorageProvider``; ``move``/``move_async`` perform an exact
 ``(type(source carrier), type(destination))`` pair through a ``TransferRoute``.
-Decisions the contract leaves open or fixes (API.md sections 8 and 14):
+Decisions the contract leaves open or fixes (docs/reference.md, "Carrier extension API"):
 
 - Definitions are exact-class in every use. A subclass of a defined class
   that registers no definition of its own cannot be constructed

@@ -1,4 +1,4 @@
-"""A carrier whose slots live in a TensorStore array (API.md section 14).
+"""A carrier whose slots live in a TensorStore array (docs/reference.md, "TensorStore carrier").
 
 TensorStore (zarr v3 by default) keeps the slots on local disk, in memory or
 in object storage (S3, GCS) shared by many machines. The carrier is built only
@@ -395,7 +395,7 @@ register_carrier_definition(
         StorageProvider(_supports_dtype, _physical_size, _allocate, _release, _read, _write,
                         elementwise_fallback=True),
         (
-            # Incoming (API.md 14): CPU carries no definition of its own.
+            # Incoming routes: CPU carries no definition of its own.
             TransferRoute(_core.CPU, TensorStoreCarrier, "cpu-to-tensorstore", TransferProvider(_prepare_write)),
             TransferRoute(TensorStoreCarrier, _core.CPU, "tensorstore-to-cpu", TransferProvider(_prepare_read)),
         ),

@@ -1,4 +1,4 @@
-"""TiledEvictable and its value types (API.md section 13).
+"""TiledEvictable and its value types (docs/reference.md, "TiledEvictable").
 
 ``TiledEvictable``, ``AwaitProjection`` and ``AwaitResidency`` are native
 (``strideweave._core``): the tile geometry, residency state, requests and
