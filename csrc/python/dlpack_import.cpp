@@ -41,6 +41,7 @@
 #include "dlpack_exchange.hpp"
 #include "util/ref.hpp"
 #include "util/errors.hpp"
+#include "util/args.hpp"
 #include "util/compat.hpp"
 #include "util/fastcall.hpp"
 #include "util/scopes.hpp"
@@ -87,11 +88,26 @@ int parse_device(PyObject* o, bool* given) {
   return 0;
 }
 
+// copy is None, True or False (a NumPy bool, or an int equal to 0 or 1, as
+// `copy in (None, True, False)` holds for them); anything else, a string
+// above all, is ValueError as NumPy's from_dlpack says, never its truth.
 int parse_copy(PyObject* o, Copy* out) {
   *out = Copy::Unset;
   if (!o || o == Py_None) return 0;
-  const int truthy = PyObject_IsTrue(o);
-  if (truthy < 0) return -1;
+  int truthy = -1;
+  if (is_bool(o)) {
+    truthy = PyObject_IsTrue(o);
+    if (truthy < 0) return -1;
+  } else if (PyLong_Check(o)) {
+    int overflow = 0;
+    const long v = PyLong_AsLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (!overflow && (v == 0 || v == 1)) truthy = static_cast<int>(v);
+  }
+  if (truthy < 0) {
+    PyErr_Format(PyExc_ValueError, "from_dlpack() copy must be None, True or False, not %R", o);
+    return -1;
+  }
   *out = truthy ? Copy::Yes : Copy::No;
   return 0;
 }

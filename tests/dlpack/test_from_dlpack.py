@@ -258,7 +258,7 @@ def test_copy_true_copies_when_the_producer_did_not():
     assert t.tolist() == [0.0, 1.0, 2.0] and t.is_mutable()
 
 
-def test_copy_takes_any_truth_value():
+def test_copy_takes_zero_and_one_as_false_and_true():
     a = np.arange(3, dtype=np.float32)
     assert sw.from_dlpack(a, copy=0).carrier.pointer() == a.ctypes.data
     assert sw.from_dlpack(a, copy=1).carrier.pointer() != a.ctypes.data
