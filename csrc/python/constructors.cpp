@@ -4,7 +4,8 @@
 // fills, a vectorized arange), with the GIL released for large tensors.
 //
 // Decisions where API.md is silent (NumPy's where it has one):
-//  - shape is an int or a tuple/list of ints, every extent >= 0: zeros(0) and
+//  - shape is an int or a tuple/list of ints (or a flat Shape; a
+//    hierarchical one is TypeError), every extent >= 0: zeros(0) and
 //    zeros((2, 0)) are empty tensors, as NumPy's (their Layout has an extent-0
 //    mode, as a DLPack import of an empty array does; a Shape object itself
 //    still refuses extent 0). A negative extent is ValueError.
@@ -76,8 +77,18 @@ int extent_of(const char* fn, PyObject* shape, PyObject* item, int64_t* out) {
 }
 
 int parse_shape(const char* fn, PyObject* shape, Extents* out) {
-  // A sequence of ints (a tuple, a list, an ndarray's shape or a 1-d int
-  // array), or one int.
+  // A flat Shape is its extents; a hierarchical one has no single row-major
+  // order the constructors could pick (its leaves or its top-level extents),
+  // so it is refused with the ways out.
+  if (PyObject_TypeCheck(shape, &Shape_Type) && tree_of(shape).depth() > 1) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s() takes a flat shape (an int, a tuple of ints or a flat Shape), not the hierarchical %R: pass "
+                 "its leaf extents %s, or build Tensor(CPU(n), 0, Layout.canonical(shape)) for its layout",
+                 fn, shape, sw::data::shape_text(tree_of(shape).leaves()).c_str());
+    return -1;
+  }
+  // A sequence of ints (a tuple, a list, a flat Shape, an ndarray's shape or
+  // a 1-d int array), or one int.
   const bool sequence = PyTuple_Check(shape) || PyList_Check(shape) || (!is_bool(shape) && PySequence_Check(shape));
   if (!sequence && !is_bool(shape) && PyIndex_Check(shape)) {
     out->n = 1;
