@@ -392,14 +392,25 @@ PyObject* get_policy(PyObject* self, void*) {
   return Py_NewRef(S(self).policy ? S(self).policy.get() : Py_None);
 }
 
-// The TileSet of the tiles whose (location, dirty) satisfy pred.
+// The TileSet of the tiles whose (location, dirty) satisfy pred. Every
+// tile (a fresh or fully valid carrier) is TileSet._every(grid), whose
+// coordinates are built only when used: 2**22 tiles would otherwise be
+// hundreds of MiB of tuples.
 template <class Pred>
 PyObject* tiles_where(PyObject* self, Pred pred) {
   if (live_or_raise(self) < 0) return nullptr;
   TiledState& s = S(self);
   std::vector<int64_t> ks;
   if (engine_call([&] { ks = s.res.where(pred); }) < 0) return nullptr;
-  return tiled_tile_set(s.geom, ks);
+  if (ks.empty() || static_cast<int64_t>(ks.size()) != s.geom.tiles()) return tiled_tile_set(s.geom, ks);
+  Ref grid = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(s.geom.rank())));
+  if (!grid) return nullptr;
+  for (size_t i = 0; i < s.geom.rank(); ++i) {
+    PyObject* x = PyLong_FromLongLong(s.geom.grid()[i]);
+    if (!x) return nullptr;
+    PyTuple_SET_ITEM(grid.get(), static_cast<Py_ssize_t>(i), x);
+  }
+  return PyObject_CallMethod(V().tile_set, "_every", "(O)", grid.get());
 }
 PyObject* get_primary_tiles(PyObject* self, void*) {
   return tiles_where(self, [](T::Location l, bool) { return l == T::Location::Primary; });

@@ -66,9 +66,13 @@ class TileSet(_Immutable):
     Cartesian product.
     """
 
-    __slots__ = ("_coords", "_rank")
-    _coords: Tuple[Coord, ...]
+    # _grid is set (and _coords built on first use) for the set of every tile
+    # of a grid that the tile-set properties return: 2**22 tiles would be
+    # hundreds of MiB of tuples, most often only tested or passed back.
+    __slots__ = ("_coords", "_rank", "_grid")
+    _coords: Optional[Tuple[Coord, ...]]
     _rank: Optional[int]
+    _grid: Optional[Coord]
 
     def __init__(self, coordinates: Iterable[Iterable[int]] = ()) -> None:
         entries = _as_tuple(coordinates, "TileSet coordinates")
@@ -90,6 +94,7 @@ class TileSet(_Immutable):
             coords.append(c)
         object.__setattr__(self, "_coords", tuple(sorted(coords, key=lambda c: c[::-1])))
         object.__setattr__(self, "_rank", rank)
+        object.__setattr__(self, "_grid", None)
 
     @classmethod
     def _trusted(cls, coords: Tuple[Coord, ...], rank: int) -> TileSet:
@@ -97,10 +102,28 @@ class TileSet(_Immutable):
         ts = object.__new__(cls)
         object.__setattr__(ts, "_coords", coords)
         object.__setattr__(ts, "_rank", rank if coords else None)
+        object.__setattr__(ts, "_grid", None)
         return ts
+
+    @classmethod
+    def _every(cls, grid: Coord) -> TileSet:
+        """Private (the native core): every tile of grid (extents >= 1),
+        its coordinates built on first use."""
+        ts = object.__new__(cls)
+        object.__setattr__(ts, "_coords", None)
+        object.__setattr__(ts, "_rank", len(grid))
+        object.__setattr__(ts, "_grid", tuple(grid))
+        return ts
+
+    def _iter_every(self) -> Iterator[Coord]:
+        assert self._grid is not None
+        return (c[::-1] for c in itertools.product(*(range(g) for g in self._grid[::-1])))
 
     @property
     def coordinates(self) -> Tuple[Coord, ...]:
+        if self._coords is None:
+            object.__setattr__(self, "_coords", tuple(self._iter_every()))
+        assert self._coords is not None
         return self._coords
 
     @property
@@ -109,22 +132,43 @@ class TileSet(_Immutable):
         return self._rank
 
     def __len__(self) -> int:
-        return len(self._coords)
+        if self._coords is None and self._grid is not None:
+            n = 1
+            for g in self._grid:
+                n *= g
+            return n
+        return len(self.coordinates)
 
     def __iter__(self) -> Iterator[Coord]:
-        return iter(self._coords)
+        if self._coords is None and self._grid is not None:
+            return self._iter_every()
+        return iter(self.coordinates)
 
     def __contains__(self, coord: object) -> bool:
-        return coord in self._coords
+        if self._coords is None and self._grid is not None and isinstance(coord, tuple):
+            # What membership in the built tuple answers: equal to an in-range
+            # int tuple (as (1.0, 0) == (1, 0)).
+            if len(coord) != len(self._grid):
+                return False
+            try:
+                ints = tuple(int(x) for x in coord)
+            except (TypeError, ValueError, OverflowError):
+                return coord in self.coordinates
+            return ints == coord and all(0 <= x < g for x, g in zip(ints, self._grid))
+        return coord in self.coordinates
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TileSet) and other._coords == self._coords
+        if not isinstance(other, TileSet):
+            return False
+        if self._grid is not None and other._grid is not None:
+            return self._grid == other._grid
+        return len(self) == len(other) and other.coordinates == self.coordinates
 
     def __hash__(self) -> int:
-        return hash(("TileSet", self._coords))
+        return hash(("TileSet", self.coordinates))
 
     def __repr__(self) -> str:
-        return f"TileSet({list(self._coords)!r})"
+        return f"TileSet({list(self.coordinates)!r})"
 
 
 class TileSelection(_Immutable):

@@ -3,6 +3,7 @@
 // serve), tile sets and selections bound to the grid, the compact input of
 // scatter / assign and project()'s destination. Each returns 0 or raises
 // the documented error (TypeError / ValueError / RuntimeError) and -1.
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -64,6 +65,24 @@ int tiled_tiles_arg(PyObject* te, PyObject* tiles, std::vector<int64_t>* out) {
   if (!sel && !set) {
     PyErr_Format(PyExc_TypeError, "tiles must be a TileSet or a TileSelection, not %.100s", type_name(tiles));
     return -1;
+  }
+  if (set) {
+    // Every tile of this grid (TileSet._every, as valid_tiles gives it):
+    // the ordinals in order, without building its coordinates.
+    Ref grid = Ref::steal(PyObject_GetAttrString(tiles, "_grid"));
+    if (!grid) return -1;
+    const std::vector<int64_t>& g = S(te).geom.grid();
+    bool same = PyTuple_Check(grid.get()) && static_cast<size_t>(PyTuple_GET_SIZE(grid.get())) == g.size();
+    for (size_t i = 0; same && i < g.size(); ++i) {
+      const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(grid.get(), static_cast<Py_ssize_t>(i)));
+      if (v == -1 && PyErr_Occurred()) return -1;
+      same = v == g[i];
+    }
+    if (same) {
+      out->resize(static_cast<size_t>(S(te).geom.tiles()));
+      std::iota(out->begin(), out->end(), int64_t{0});
+      return 0;
+    }
   }
   Ref coords = Ref::steal(PyObject_GetAttrString(tiles, "coordinates"));
   if (!coords) return -1;
