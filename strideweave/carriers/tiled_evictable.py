@@ -116,8 +116,18 @@ class TileSet(_Immutable):
         return ts
 
     def _iter_every(self) -> Iterator[Coord]:
+        # First axis fastest: axis i's component repeats each value
+        # prod(grid[:i]) times, cyclically; zip builds each tuple once.
         assert self._grid is not None
-        return (c[::-1] for c in itertools.product(*(range(g) for g in self._grid[::-1])))
+        def column(g: int, stride: int) -> Iterator[int]:
+            period = itertools.chain.from_iterable(itertools.repeat(x, stride) for x in range(g))
+            return itertools.islice(itertools.cycle(period), n)
+
+        n, stride, columns = len(self), 1, []
+        for g in self._grid:
+            columns.append(column(g, stride))
+            stride *= g
+        return zip(*columns)
 
     @property
     def coordinates(self) -> Tuple[Coord, ...]:
