@@ -33,14 +33,19 @@ libasan=$($CC_BIN -print-file-name=libasan.so)
 libubsan=$($CC_BIN -print-file-name=libubsan.so)
 libstdcxx=$($CC_BIN -print-file-name=libstdc++.so)
 mkdir -p "$BUILD/logs"
-rm -f "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* "$BUILD"/logs/pytest.out
+rm -f "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* "$BUILD"/logs/pytest.out "$BUILD"/logs/gtest.out
 
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=0:allocator_may_return_null=1:log_path=$PWD/$BUILD/logs/asan:${ASAN_EXTRA_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$PWD/$BUILD/logs/ubsan"
 
 if [ -z "${SKIP_GTEST:-}" ] && [ -x "$BUILD/tests/cpp/engine_tests" ]; then
   echo "== GoogleTest under ASan/UBSan"
-  "$BUILD/tests/cpp/engine_tests" --gtest_brief=1
+  # Its output is searched with pytest's below: UBSan writes to stderr here too.
+  set +e
+  "$BUILD/tests/cpp/engine_tests" --gtest_brief=1 2>&1 | tee "$BUILD/logs/gtest.out"
+  gtest_status=${PIPESTATUS[0]}
+  set -e
+  [ $gtest_status -eq 0 ] || { echo "== GoogleTest failed under ASan/UBSan"; exit $gtest_status; }
 fi
 
 echo "== pytest under ASan/UBSan ($BUILD)"
@@ -58,9 +63,11 @@ LD_PRELOAD="$libasan $libubsan $libstdcxx" PYTHONMALLOC=malloc STRIDEWEAVE_BUILD
   python -m pytest -q -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$BUILD/logs/pytest.out"
 status=${PIPESTATUS[0]}
 set -e
-if grep -qE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$BUILD/logs/pytest.out"; then
-  echo "== sanitizer reports in the pytest output"
-  grep -nE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$BUILD/logs/pytest.out" | head -20
+outputs=("$BUILD/logs/pytest.out")
+[ -f "$BUILD/logs/gtest.out" ] && outputs+=("$BUILD/logs/gtest.out")
+if grep -qE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "${outputs[@]}"; then
+  echo "== sanitizer reports in the GoogleTest or pytest output"
+  grep -nE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "${outputs[@]}" | head -20
   [ $status -eq 0 ] && status=1
 elif ls "$BUILD"/logs/asan.* "$BUILD"/logs/ubsan.* >/dev/null 2>&1; then
   echo "== sanitizer reports (full text in $BUILD/logs/)"

@@ -147,7 +147,8 @@ ImportView inspect_import(const DLTensor& t) noexcept {
     int64_t r;
     span_overflow = span_overflow || !mul_ok(s, e - 1, &r) || !add_ok(reach, r, &reach);
   }
-  const bool too_large = !empty && (size_overflow || span_overflow);
+  // The span is reach + 1 slots: a reach of INT64_MAX has no span.
+  const bool too_large = !empty && (size_overflow || span_overflow || reach == INT64_MAX);
   if (too_large) {
     v.check = ImportCheck::TooLarge;
     return v;
