@@ -58,10 +58,11 @@ struct Pieces {
   std::mutex m;
   std::condition_variable cv;
 
-  void drain() noexcept {
-    for (;;) {
+  // Runs unclaimed pieces until none is left; returns how many it ran.
+  size_t drain() noexcept {
+    for (size_t ran = 0;; ++ran) {
       const size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n) return;
+      if (i >= n) return ran;
       (*piece)(i);
       if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
         // Under the lock: the caller either sees the count before it
@@ -73,11 +74,12 @@ struct Pieces {
   }
 
   // On the caller, after its own drain: the helpers finish the pieces they
-  // claimed (at most one each), usually within a piece's time, so poll
-  // first and sleep only when a helper lost its core.
-  void wait() {
+  // claimed (at most one each), usually within a piece's time, so poll for
+  // about two of the caller's own pieces (at most kPieceCallerSpinNs) and
+  // sleep only when a helper lost its core.
+  void wait(long long spin_ns) {
     auto done = [this] { return finished.load(std::memory_order_acquire) == n; };
-    if (spin_until(done, kPieceCallerSpinNs)) return;
+    if (spin_until(done, spin_ns)) return;
     std::unique_lock<std::mutex> lk(m);
     cv.wait(lk, done);
   }
@@ -186,13 +188,23 @@ void run_pieces(size_t n, const std::function<void(size_t)>& piece, int ways) {
     for (size_t i = 0; i < n; ++i) piece(i);
     return;
   }
-  auto state = std::make_shared<Pieces>(n, piece);
-  Team* t = team();
+  std::shared_ptr<Pieces> state;
+  Team* t = nullptr;
+  try {
+    state = std::make_shared<Pieces>(n, piece);
+    t = team();
+  } catch (...) {
+    // Out of memory for the bookkeeping: this thread copies alone.
+    for (size_t i = 0; i < n; ++i) piece(i);
+    return;
+  }
   const size_t posted = post(t, state, std::min<size_t>(static_cast<size_t>(ways - 1), n - 1));
-  state->drain();
+  const int64_t start = now_ns();
+  const size_t ran = state->drain();
   if (posted == 0) return;  // this thread ran every piece
   withdraw(t, state.get());
-  state->wait();
+  const long long per_piece = ran ? (now_ns() - start) / static_cast<long long>(ran) : kPieceCallerSpinNs;
+  state->wait(std::min<long long>(kPieceCallerSpinNs, 2 * per_piece + 10'000));
 }
 
 size_t piece_helper_count() {

@@ -14,9 +14,9 @@
 namespace sw {
 
 // How long a helper polls for more pieces after its last one before it
-// sleeps, and how long a caller that has run out of pieces polls for the
-// helpers' last ones before it sleeps (both then block on a condition
-// variable).
+// sleeps, and the longest a caller that has run out of pieces polls for the
+// helpers' last ones before it sleeps (about two of its own pieces' time;
+// both then block on a condition variable).
 inline constexpr long long kPieceHelperSpinNs = 200'000;
 inline constexpr long long kPieceCallerSpinNs = 200'000;
 
