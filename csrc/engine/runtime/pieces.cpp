@@ -32,8 +32,12 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls ready() for up to budget_ns; true once it holds. The clock is read
-// every 64 polls only (a pause is tens of nanoseconds, a clock read more).
+// Polls ready() for up to budget_ns; true once it holds. Every 64 polls it
+// reads the clock and yields the core: when the poller shares its core with
+// the thread it waits for (a busy machine: the caller and a helper on one
+// core), that thread runs now instead of after the poll, and a helper that
+// polls between calls does not hold up the caller's own work. Alone on its
+// core, sched_yield returns at once.
 template <class Ready>
 bool spin_until(Ready ready, long long budget_ns) {
   const int64_t deadline = now_ns() + budget_ns;
@@ -43,6 +47,7 @@ bool spin_until(Ready ready, long long budget_ns) {
       cpu_relax();
     }
     if (now_ns() >= deadline) return ready();
+    sched_yield();
   }
 }
 
