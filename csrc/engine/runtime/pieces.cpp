@@ -32,14 +32,11 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls ready() for up to budget_ns; true once it holds. Every 64 polls it
-// reads the clock and yields the core: when the poller shares its core with
-// the thread it waits for (a busy machine: the caller and a helper on one
-// core), that thread runs now instead of after the poll, and a helper that
-// polls between calls does not hold up the caller's own work. Alone on its
-// core, sched_yield returns at once.
+// Polls ready() for up to budget_ns; true once it holds. The clock is read
+// every 64 polls only (a pause is tens of nanoseconds, a clock read more).
+// With yield_core the poller also yields its core there (see Pieces::wait).
 template <class Ready>
-bool spin_until(Ready ready, long long budget_ns) {
+bool spin_until(Ready ready, long long budget_ns, bool yield_core = false) {
   const int64_t deadline = now_ns() + budget_ns;
   for (;;) {
     for (int k = 0; k < 64; ++k) {
@@ -47,7 +44,7 @@ bool spin_until(Ready ready, long long budget_ns) {
       cpu_relax();
     }
     if (now_ns() >= deadline) return ready();
-    sched_yield();
+    if (yield_core) sched_yield();
   }
 }
 
@@ -82,9 +79,14 @@ struct Pieces {
   // claimed (at most one each), usually within a piece's time, so poll for
   // about two of the caller's own pieces (at most kPieceCallerSpinNs) and
   // sleep only when a helper lost its core.
+  // The poll yields the core now and then: on a busy machine the helper
+  // may share the caller's core, and then it finishes its piece at once
+  // instead of after the poll. (The helpers' own poll does not yield: a
+  // spinning thread of another library on a helper's core, an OpenMP
+  // worker say, would take the core for a whole slice.)
   void wait(long long spin_ns) {
     auto done = [this] { return finished.load(std::memory_order_acquire) == n; };
-    if (spin_until(done, spin_ns)) return;
+    if (spin_until(done, spin_ns, /*yield_core=*/true)) return;
     std::unique_lock<std::mutex> lk(m);
     cv.wait(lk, done);
   }
