@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/executor.hpp"
+#include "runtime/pieces.hpp"
 
 namespace sw {
 

@@ -53,7 +53,7 @@ ConvertStatus convert_strided(void* dst, DTypeCode dst_code, const int64_t* dst_
 // Conversions of at least this many elements are cut into pieces that run
 // on several threads.
 inline constexpr int64_t kParallelConvertElements = int64_t(1) << 18;
-// convert_strided on this thread and up to ways - 1 executor workers (<= 0:
+// convert_strided on this thread and up to ways - 1 piece helpers (<= 0:
 // the pool's core thread count): the outermost dimension longer than 1 is
 // cut into pieces of about kParallelConvertElements / 4 elements or more.
 // The same result and status as convert_strided (the first offending element

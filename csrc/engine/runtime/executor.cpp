@@ -189,53 +189,6 @@ size_t executor_thread_count() {
 
 size_t executor_core_threads() { return pool()->core; }
 
-namespace {
-
-// The pieces and who has finished them; shared with the helper jobs, which
-// may outlive the call (they then find nothing left to claim).
-struct Pieces {
-  explicit Pieces(size_t count, const std::function<void(size_t)>& p) : n(count), piece(&p) {}
-  size_t n;
-  const std::function<void(size_t)>* piece;  // valid while a piece is unclaimed
-  std::atomic<size_t> next{0};
-  std::mutex m;
-  std::condition_variable cv;
-  size_t finished = 0;  // guarded by m
-
-  void drain() noexcept {
-    for (;;) {
-      const size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n) return;
-      (*piece)(i);
-      std::lock_guard<std::mutex> lk(m);
-      if (++finished == n) cv.notify_all();
-    }
-  }
-};
-
-}  // namespace
-
-void run_pieces(size_t n, const std::function<void(size_t)>& piece, int ways) {
-  if (n == 0) return;
-  if (ways <= 0) ways = static_cast<int>(executor_core_threads());
-  if (ways < 2 || n < 2) {
-    for (size_t i = 0; i < n; ++i) piece(i);
-    return;
-  }
-  auto state = std::make_shared<Pieces>(n, piece);
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(ways - 1), n - 1);
-  for (size_t k = 0; k < helpers; ++k) {
-    try {
-      submit([state] { state->drain(); });
-    } catch (...) {
-      break;  // no worker: this thread runs what nobody claims
-    }
-  }
-  state->drain();
-  std::unique_lock<std::mutex> lk(state->m);
-  state->cv.wait(lk, [&] { return state->finished == state->n; });
-}
-
 size_t executor_pending_jobs() {
   Pool* p = g_pool.load(std::memory_order_acquire);
   if (!p) return 0;

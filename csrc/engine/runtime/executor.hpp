@@ -40,14 +40,6 @@ class Completion {
 // exception is swallowed so a worker never dies with std::terminate).
 void submit(std::function<void()> job);
 
-// Runs piece(i) for every i in [0, n): this thread and up to ways - 1 pool
-// workers (ways <= 0: the pool's core thread count) claim pieces in order;
-// returns when every piece has run. A worker that starts late only takes
-// what is left (and touches nothing once all pieces are claimed, so piece
-// may refer to the caller's stack). piece must not throw. When no worker can
-// be started this thread runs every piece.
-void run_pieces(size_t n, const std::function<void(size_t)>& piece, int ways = 0);
-
 // Marks the current worker thread as blocked waiting for other work (say a
 // move's _copy hook waiting on a nested move) for the scope's lifetime:
 // queued jobs then get a new worker even past the cap, so any number of

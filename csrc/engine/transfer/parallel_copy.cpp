@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/executor.hpp"
+#include "runtime/pieces.hpp"
 
 namespace sw {
 
@@ -17,7 +18,7 @@ std::exception_ptr run_parallel_captured(const CopyPlan& plan, int ways, int64_t
     const int64_t wanted = std::max<int64_t>(int64_t(ways) * kChunksPerWay, plan.bytes() / kMaxParallelChunkBytes);
     const std::vector<CopyPlan> chunks = plan.split(static_cast<int>(std::min<int64_t>(wanted, 1 << 16)), min_piece_bytes);
     if (chunks.size() < 2) return plan.run_captured();
-    // The chunks are claimed in order by this thread and the pool's workers
+    // The chunks are claimed in order by this thread and the piece helpers
     // (run_pieces); the first failure in chunk order is reported.
     std::vector<std::exception_ptr> failures(chunks.size());
     run_pieces(chunks.size(), [&](size_t i) { failures[i] = chunks[i].run_captured(); }, ways);

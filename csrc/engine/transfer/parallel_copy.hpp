@@ -1,8 +1,8 @@
 // Running one copy plan on several threads: the plan is cut into chunks
-// (CopyPlan::split decides the cuts) that the calling thread and the
-// executor's workers claim one at a time, so a large host copy uses every
-// core the pool keeps, and a worker that starts late (busy machine) only
-// takes what is left instead of holding the caller up.
+// (CopyPlan::split decides the cuts) that the calling thread and the piece
+// helpers (runtime/pieces.hpp) claim one at a time, so a large host copy
+// uses every core the executor keeps, and a helper that starts late (busy
+// machine) only takes what is left instead of holding the caller up.
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -22,10 +22,10 @@ constexpr int kChunksPerWay = 4;
 constexpr int64_t kMaxParallelChunkBytes = int64_t(8) << 20;
 
 // Runs plan on up to `ways` threads (<= 0: the executor's core thread
-// count): this thread plus ways - 1 workers, in chunks of at least
+// count): this thread plus ways - 1 piece helpers, in chunks of at least
 // min_piece_bytes claimed in order. Plans under two chunks, or ways < 2, run
 // on this thread alone. Returns once every chunk has finished: what the
-// first failing chunk threw, or null. Never throws; when no worker can be
+// first failing chunk threw, or null. Never throws; when no helper can be
 // started this thread copies everything.
 std::exception_ptr run_parallel_captured(const CopyPlan& plan, int ways = 0,
                                          int64_t min_piece_bytes = kMinParallelPieceBytes) noexcept;

@@ -101,15 +101,6 @@ TEST(Completion, WaiterMayDestroyItRightAfterWaking) {
   }
 }
 
-TEST(Executor, RunPiecesRunsEachPieceOnce) {
-  for (int ways : {1, 2, 4}) {
-    std::vector<std::atomic<int>> hits(37);
-    sw::run_pieces(hits.size(), [&](size_t i) { hits[i].fetch_add(1); }, ways);
-    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
-  }
-  sw::run_pieces(0, [](size_t) { ADD_FAILURE(); });
-}
-
 // A worker blocked on nested work never deadlocks the pool past its thread
 // cap: 100 jobs, each waiting (in a BlockingScope) for a job it submits itself:
 // more than the 64-thread cap, so without the scope the inner jobs would

@@ -4,6 +4,7 @@
 // nothing of the finished copy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/executor.hpp"
+#include "runtime/pieces.hpp"
 #include "transfer/copy_plan.hpp"
 #include "transfer/parallel_copy.hpp"
 #include "builders.hpp"
@@ -26,21 +27,28 @@ using sw::CopyPlan;
 
 namespace {
 
-// Holds `count` pool workers inside a job until release().
+// Holds every piece helper (and a thread of its own) inside a piece until
+// release(), so the copies meanwhile get no helper until then.
 struct Occupy {
   std::mutex m;
   std::condition_variable cv;
   bool open = false;
   std::atomic<int> inside{0};
+  std::thread holder;
 
-  void hold(int count) {
-    for (int k = 0; k < count; ++k)
-      sw::submit([this] {
+  void hold() {
+    const int helpers = static_cast<int>(std::max<size_t>(sw::piece_helper_count(), 1));
+    holder = std::thread([this, helpers] {
+      sw::run_pieces(static_cast<size_t>(helpers) + 1, [this](size_t) {
         ++inside;
         std::unique_lock<std::mutex> lk(m);
         cv.wait(lk, [this] { return open; });
         --inside;
-      });
+      }, helpers + 1);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (inside.load() < helpers + 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void release() {
     {
@@ -48,7 +56,9 @@ struct Occupy {
       open = true;
     }
     cv.notify_all();
+    if (holder.joinable()) holder.join();
   }
+  ~Occupy() { release(); }
 };
 
 }  // namespace
@@ -63,11 +73,12 @@ TEST(ParallelChunks, ManyChunksCopyEverySlotOnce) {
 
 TEST(ParallelChunks, LateHelpersFindNothingToDo) {
   // Fresh storage every round, freed as soon as the call returns: a helper
-  // job that runs after that must not touch it (ASan reports it if one
-  // does). The first rounds run while every core worker is held busy, so
-  // the helpers start late (on extra workers) or after the caller finished.
+  // that runs after that must not touch it (ASan reports it if one does).
+  // The first rounds run while every piece helper is held busy, so their
+  // entries wait and are withdrawn; then the helpers come free mid-run and
+  // race the callers.
   Occupy busy;
-  busy.hold(static_cast<int>(sw::executor_core_threads()));
+  busy.hold();
   for (int round = 0; round < 200; ++round) {
     if (round == 100) busy.release();
     const size_t n = 4096 + static_cast<size_t>(round) * 64;
@@ -77,9 +88,6 @@ TEST(ParallelChunks, LateHelpersFindNothingToDo) {
     ASSERT_EQ(*dst, *src) << "round " << round;
   }
   busy.release();
-  // Let the queued helpers run out before the test ends.
-  for (int k = 0; k < 500 && sw::executor_pending_jobs() != 0; ++k)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 TEST(ParallelChunks, SmallPlansAndOneWayRunOnTheCaller) {
