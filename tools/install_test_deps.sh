@@ -11,7 +11,7 @@ set -uo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 python -m pip install -q --only-binary=:all: pytest hypothesis "numpy>=2.1" >"$log" 2>&1 || { cat "$log"; exit 1; }
-optional=(jax tensorstore apache-tvm-ffi zarr "moto[server]" mypy)
+optional=(jax tensorstore apache-tvm-ffi zarr "moto[server]" mypy safetensors)
 [ "${STRIDEWEAVE_TEST_TORCH:-0}" = 1 ] && optional=(torch==2.13.0 "${optional[@]}")
 absent=()
 for pkg in "${optional[@]}"; do

@@ -98,7 +98,10 @@ def test_a_move_to_a_dying_s3_server_fails_quickly_and_gives_the_source_back():
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["pending_at_kill"]
     assert out["error"] is not None and out["error"].startswith("ValueError"), out
-    assert "retry attempts failed" in out["error"] and "connect" in out["error"].lower(), out
+    # TensorStore's own words differ between its releases ("All 3 retry
+    # attempts failed: ..." here, the last CURL error alone on the release
+    # Python 3.10 gets); both name the failed connection.
+    assert "connect" in out["error"].lower(), out
     # Three attempts, 0.1 s then 0.2 s apart, per request: seconds, not minutes
     # (the bound leaves room for a loaded machine).
     assert out["failed_after_s"] < 20, out

@@ -214,6 +214,47 @@ def test_deleter_called_from_a_native_thread():
     assert ref() is None
 
 
+# The deleter runs on a native thread while the main thread holds the GIL
+# (inside a PyDLL call, which keeps it). Before Python 3.12 the interpreter's
+# "current thread state" is process-wide and names the GIL's holder, so a
+# deleter that read it as "this thread holds the GIL" dropped the Tensor with
+# no GIL at all, concurrently with the main thread (a crash on CPython 3.10).
+# It must wait for the GIL instead: the Tensor dies only after the hold ends.
+DELETER_WHILE_ANOTHER_THREAD_HOLDS_THE_GIL = """
+import ctypes, ctypes.util, time, weakref
+from support.dlpack import consume, cpu_tensor
+libc_name = ctypes.util.find_library("pthread") or ctypes.util.find_library("c")
+libc = ctypes.CDLL(libc_name)
+holding = ctypes.PyDLL(libc_name)  # calls through it keep the GIL
+libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+holding.usleep.argtypes = [ctypes.c_uint]
+for kwargs in [{}, {"max_version": (1, 0)}]:
+    t = cpu_tensor([1.0, 2.0])
+    died = []
+    ref = weakref.ref(t, lambda _: died.append(time.monotonic()))
+    ptr, deleter = consume(t.__dlpack__(**kwargs))
+    del t  # the managed tensor holds the last reference
+    tid = ctypes.c_ulong()
+    start = time.monotonic()
+    assert libc.pthread_create(ctypes.byref(tid), None, deleter, ptr) == 0
+    holding.usleep(300000)  # 0.3 s with the GIL held
+    assert libc.pthread_join(tid, None) == 0
+    assert ref() is None and len(died) == 1
+    assert died[0] - start >= 0.25, died[0] - start  # not before the hold ended
+print("ok")
+"""
+
+
+def test_deleter_on_another_thread_waits_while_the_gil_is_held_elsewhere():
+    if not hasattr(ctypes.CDLL(ctypes.util.find_library("pthread") or ctypes.util.find_library("c")),
+                   "pthread_create"):
+        pytest.skip("no pthread_create")
+    r = run_python(DELETER_WHILE_ANOTHER_THREAD_HOLDS_THE_GIL, pythonpath=[TESTS_DIR], timeout=60)
+    assert_child_ok(r)
+    assert r.stdout.strip() == "ok"
+
+
 def test_deleter_preserves_a_pending_exception():
     # The capsule (and, through it, the last Tensor reference) dies while the
     # ValueError unwinds the frame; the deleter must not clobber it.

@@ -30,10 +30,11 @@ def test_repr_of_zero_size_tensors_does_not_crash():
 ])
 def test_empty_brackets_follow_the_nesting_of_tolist(shape, body):
     t = sw.from_dlpack(np.zeros(shape, np.float32))
-    stride = ", ".join("0" for _ in shape) + ("," if len(shape) == 1 else "")
+    # The layout's strides are the producer's (NumPy 2.4 passes zeros, 2.2
+    # none, i.e. row-major); only the extents are fixed.
     extents = ", ".join(str(e) for e in shape) + ("," if len(shape) == 1 else "")
-    assert repr(t) == (f"Tensor({body}, dtype=DType.Float32, carrier=CPU, "
-                       f"layout=Layout<Shape<({extents})>, Stride<({stride})>>)")
+    assert repr(t.layout).startswith(f"Layout<Shape<({extents})>, Stride<(")
+    assert repr(t) == f"Tensor({body}, dtype=DType.Float32, carrier=CPU, layout={t.layout!r})"
     assert str(t) == repr(t)
     assert eval(body.replace("\n", "")) == t.tolist()
 

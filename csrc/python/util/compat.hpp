@@ -27,8 +27,15 @@ inline bool interpreter_alive() { return Py_IsInitialized() && !is_finalizing();
 inline bool thread_holds_gil() {
 #if PY_VERSION_HEX >= 0x030D0000
   return PyThreadState_GetUnchecked() != nullptr;
+#elif PY_VERSION_HEX >= 0x030C0000
+  return _PyThreadState_UncheckedGet() != nullptr;  // thread-local from 3.12
 #else
-  return _PyThreadState_UncheckedGet() != nullptr;
+  // Before 3.12 the "current" thread state is process-wide: it names the
+  // thread that holds the GIL, whichever that is, so it must be this
+  // thread's own (a GIL-less thread would otherwise take another thread's
+  // hold for its own and touch objects unguarded).
+  PyThreadState* holder = _PyThreadState_UncheckedGet();
+  return holder != nullptr && holder == PyGILState_GetThisThreadState();
 #endif
 }
 
