@@ -24,8 +24,9 @@
 // first element cannot be viewed: copy=None copies (into fresh, mutable,
 // row-major storage), copy=False raises BufferError. Other dtypes are a
 // TypeError whatever copy says (a dtype conversion is not this kind of
-// copy). copy=True always gives storage the result owns: the producer's own
-// copy when it flags one (IS_COPIED), else StrideWeave's.
+// copy). copy=True always gives mutable storage the result owns: the
+// producer's own copy when it flags one (IS_COPIED) that is not READ_ONLY,
+// else StrideWeave's.
 #include <cstring>
 #include <span>
 #include <vector>
@@ -435,11 +436,10 @@ PyObject* import(PyObject* x, const Request& req) {
   }
   const bool viewable = v.check == dl::ImportCheck::View;
   if (req.copy == Copy::Yes) {
-    // The producer's own fresh copy is already the result's alone.
-    if (viewable && m.is_copied()) {
-      const bool read_only = m.read_only();
-      return view_result(v, std::move(m), read_only);
-    }
+    // The producer's own fresh copy is already the result's alone, unless
+    // the producer flags it read-only too (JAX 0.12 does): a copy the
+    // caller asked for is mutable, so StrideWeave copies it once more.
+    if (viewable && m.is_copied() && !m.read_only()) return view_result(v, std::move(m), false);
     return copy_result(v, std::move(m));
   }
   if (viewable) {

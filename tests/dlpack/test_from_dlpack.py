@@ -253,6 +253,18 @@ def test_copy_true_adopts_a_copy_the_producer_flags_as_its_own():
     assert deleted() == before + 1
 
 
+def test_copy_true_copies_a_producer_copy_flagged_read_only():
+    # JAX 0.12 answers copy=True with a copy flagged IS_COPIED | READ_ONLY:
+    # the caller asked for a copy of its own, which is mutable.
+    p = Producer(np.arange(3), [3], flags=IS_COPIED | READ_ONLY)
+    before = deleted()
+    t = sw.from_dlpack(p, copy=True)
+    assert deleted() == before + 1  # copied and given back at once
+    assert t.tolist() == [0.0, 1.0, 2.0] and t.is_mutable()
+    t[(0,)] = 5.0
+    assert t.tolist() == [5.0, 1.0, 2.0]
+
+
 def test_copy_true_copies_when_the_producer_did_not():
     p = Producer(np.arange(3), [3])
     before = deleted()
