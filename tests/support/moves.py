@@ -1,8 +1,10 @@
 """Held transfers: a registered MoveOperation whose _copy waits on an Event,
 so asynchronous moves are tested deterministically."""
+import contextlib
 import threading
 
 import strideweave as sw
+from strideweave.carriers.move import register_move_operation, unregister_move_operation
 
 WAIT = 10.0  # seconds: the bound on every wait in the movement tests
 
@@ -35,6 +37,19 @@ def held_operation(gate, base=sw.ElementwiseMoveOperation, fail=None):
             return super()._copy(tensor, destination, output, element_count)
 
     return HeldMove
+
+
+@contextlib.contextmanager
+def routes_both_ways(a, b, op):
+    """op registered for the class pairs (a, b) and (b, a) while the block
+    runs (a test may replace either entry meanwhile)."""
+    register_move_operation(a, b, op)
+    register_move_operation(b, a, op)
+    try:
+        yield
+    finally:
+        unregister_move_operation(a, b)
+        unregister_move_operation(b, a)
 
 
 class OpA(sw.MoveOperation):

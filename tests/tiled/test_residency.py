@@ -14,6 +14,7 @@ F32 = sw.DType.Float32
 from support.builders import ramp_cpu as filled
 from support.tiled import pending
 from support.carriers import FailingOp
+from support.moves import routes_both_ways
 import gc
 from support.builders import ramp_cpu
 
@@ -64,12 +65,9 @@ class GatedOp(sw.MoveOperation):
 def gate():
     global GATE
     GATE = Gate()
-    register_move_operation(GateSecondary, GatePrimary, GatedOp)
-    register_move_operation(GatePrimary, GateSecondary, GatedOp)
-    yield GATE
-    GATE.open.set()
-    unregister_move_operation(GateSecondary, GatePrimary)
-    unregister_move_operation(GatePrimary, GateSecondary)
+    with routes_both_ways(GateSecondary, GatePrimary, GatedOp):
+        yield GATE
+        GATE.open.set()
 
 
 def gated(n_tiles=4, tile=2):
@@ -382,12 +380,9 @@ class GatedCopy(sw.MoveOperation):
 def gate_counted():
     global COUNTED_GATE
     COUNTED_GATE = _Gate()
-    register_move_operation(CountedSecondary, CountedPrimary, GatedCopy)
-    register_move_operation(CountedPrimary, CountedSecondary, GatedCopy)
-    yield COUNTED_GATE
-    COUNTED_GATE.open.set()
-    unregister_move_operation(CountedSecondary, CountedPrimary)
-    unregister_move_operation(CountedPrimary, CountedSecondary)
+    with routes_both_ways(CountedSecondary, CountedPrimary, GatedCopy):
+        yield COUNTED_GATE
+        COUNTED_GATE.open.set()
 
 
 def rearm(gate_counted):
