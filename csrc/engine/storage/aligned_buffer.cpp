@@ -133,7 +133,8 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
 }
 
 void AlignedBuffer::adopt(void* data, size_t bytes, ForeignRelease release_fn) noexcept {
-  release();
+  // A fresh buffer (every import's) holds nothing to give back.
+  if (data_ || adopted_) release();
   data_ = data;
   bytes_ = bytes;
   padded_ = bytes;

@@ -128,6 +128,51 @@ TEST(StorageAdopt, MoveCarriesTheOwnershipAndAllocateGivesBackFirst) {
   EXPECT_NE(d.data(), static_cast<void*>(foreign));
 }
 
+TEST(StorageAdopt, AdoptingAgainGivesTheFirstRangeBackFirst) {
+  float first[2] = {}, second[2] = {};
+  Counter c1, c2;
+  AlignedBuffer b;
+  b.adopt(first, sizeof first, counted(c1));
+  b.adopt(second, sizeof second, counted(c2));
+  EXPECT_EQ(c1.calls.load(), 1);
+  EXPECT_EQ(c2.calls.load(), 0);
+  EXPECT_EQ(b.data(), static_cast<void*>(second));
+  b.release();
+  EXPECT_EQ(c1.calls.load(), 1);
+  EXPECT_EQ(c2.calls.load(), 1);
+}
+
+TEST(StorageAdopt, AdoptingOverOwnStorageFreesItAndKeepsNothingOfIt) {
+  float foreign[4] = {1.f, 2.f, 3.f, 4.f};
+  Counter c;
+  AlignedBuffer b;
+  b.allocate(1 << 20, true);  // heap storage of its own (a mapping from 32 MiB)
+  b.adopt(foreign, sizeof foreign, counted(c));
+  EXPECT_TRUE(b.is_adopted());
+  EXPECT_FALSE(b.is_mapped());
+  EXPECT_EQ(b.bytes(), sizeof foreign);
+  // An export of the adopted range must not carry the old storage's state.
+  sw::StorageControl* e = b.acquire_export_ref();
+  ASSERT_NE(e, nullptr);
+  b.release();
+  EXPECT_EQ(c.calls.load(), 0);  // the export still reads it
+  sw::drop_export_ref(e);
+  EXPECT_EQ(c.calls.load(), 1);
+  EXPECT_EQ(foreign[3], 4.f);  // never zeroed
+}
+
+TEST(StorageAdopt, AdoptingAfterReleaseStartsFresh) {
+  float first[1] = {}, second[1] = {};
+  Counter c1, c2;
+  AlignedBuffer b;
+  b.adopt(first, sizeof first, counted(c1));
+  b.release();
+  b.adopt(second, sizeof second, counted(c2));
+  EXPECT_EQ(c1.calls.load(), 1);
+  EXPECT_EQ(c2.calls.load(), 0);
+  EXPECT_EQ(b.export_refs(), 0u);
+}
+
 TEST(StorageAdopt, NullReleaseIsAllowed) {
   float foreign[1] = {};
   AlignedBuffer b;
