@@ -213,6 +213,12 @@ PyObject* CPU_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, P
   return self.release();
 }
 
+PyObject* CPU_alloc(PyTypeObject* type, Py_ssize_t nitems) {
+  return pool_alloc<sizeof(CPUObject)>(module_state.cpu_pool, &CPU_Type, type, nitems);
+}
+
+void CPU_free(void* self) { pool_free(module_state.cpu_pool, &CPU_Type, self); }
+
 void CPU_dealloc(PyObject* self) {
   as_cpu(self)->buffer.~AlignedBuffer();
   carrier_dealloc(self);
@@ -283,6 +289,8 @@ int cpu_module_init(PyObject* module) {
   CPU_Type.tp_init = CPU_init;
   CPU_Type.tp_vectorcall = CPU_vectorcall;
   CPU_Type.tp_dealloc = CPU_dealloc;
+  CPU_Type.tp_alloc = CPU_alloc;
+  CPU_Type.tp_free = CPU_free;
   CPU_Type.tp_methods = CPU_methods;
   return add_type(module, &CPU_Type, "CPU");
 }

@@ -20,6 +20,7 @@
 #include "extension/state.hpp"
 #include "move/state.hpp"
 #include "util/fastcall.hpp"
+#include "util/object_pool.hpp"
 
 namespace swpy {
 
@@ -46,7 +47,8 @@ struct FlatLayoutCache {
     std::vector<sw::LeafMode> leaves;
   };
   Entry entries[kSize];
-  size_t next = 0;
+  size_t next = 0;      // the entry a miss replaces
+  size_t last_hit = 0;  // the entry flat_layout_object checks first
 };
 
 // The keyword-name tuple each FASTCALL entry point bound last (parse_args).
@@ -81,6 +83,8 @@ struct ModuleState {
   DlpackArgCache dlpack;
   DlpackImportState dlpack_import;
   FlatLayoutCache flat_layouts;
+  // Freed Tensor and CPU objects kept for reuse (util/object_pool.hpp).
+  ObjectPool tensor_pool, cpu_pool;
 };
 
 inline ModuleState module_state;

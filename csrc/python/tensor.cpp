@@ -8,6 +8,7 @@
 #include "tensor_object.hpp"
 #include "autograd/autograd.hpp"
 #include "module.hpp"
+#include "module_state.hpp"
 #include "tensor/subtensor_rules.hpp"
 #include "tensor_data.hpp"
 #include "util/errors.hpp"
@@ -19,6 +20,12 @@ namespace swpy {
 namespace {
 
 PyObject* Tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs);
+
+PyObject* Tensor_alloc(PyTypeObject* type, Py_ssize_t nitems) {
+  return pool_alloc<sizeof(TensorObject)>(module_state.tensor_pool, &Tensor_Type, type, nitems);
+}
+
+void Tensor_free(void* self) { pool_free(module_state.tensor_pool, &Tensor_Type, self); }
 
 int Tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   TensorObject* t = as_tensor(self);
@@ -48,6 +55,17 @@ int Tensor_clear(PyObject* self) {
 void Tensor_dealloc(PyObject* self) {
   TensorObject* t = as_tensor(self);
   PyObject_GC_UnTrack(self);
+  if (!t->representation && !t->autograd_ctx && !t->grad && !t->view_source && t->carrier &&
+      Py_IS_TYPE(t->carrier, &CPU_Type)) {
+    // A leaf over a native CPU carrier (every from_dlpack result) holds
+    // nothing that leads to another tensor: no recursion to guard against.
+    if (t->weakreflist) PyObject_ClearWeakRefs(self);
+    Py_CLEAR(t->carrier);
+    Py_CLEAR(t->layout);
+    Py_CLEAR(t->dtype);
+    Py_TYPE(self)->tp_free(self);
+    return;
+  }
   // A long .grad chain would otherwise recurse once per tensor.
   Py_TRASHCAN_BEGIN(self, Tensor_dealloc)
   if (t->weakreflist) PyObject_ClearWeakRefs(self);
@@ -431,6 +449,8 @@ int tensor_module_init(PyObject* module) {
       "Tensor(carrier, offset, layout): a strided view of a carrier's slots.";
   Tensor_Type.tp_new = Tensor_new;
   Tensor_Type.tp_dealloc = Tensor_dealloc;
+  Tensor_Type.tp_alloc = Tensor_alloc;
+  Tensor_Type.tp_free = Tensor_free;
   Tensor_Type.tp_traverse = Tensor_traverse;
   Tensor_Type.tp_clear = Tensor_clear;
   Tensor_Type.tp_repr = tensor_repr;
