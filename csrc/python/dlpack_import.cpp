@@ -226,17 +226,44 @@ PyObject* call_dlpack(PyObject* x, const DlpackMethod& m, bool dl_device, Copy c
   return PyObject_CallNoArgs(m.callable.get());
 }
 
+// What type has as __dlpack__: *on_type says whether it has one; the result
+// is that method when it is a plain method of a type without instance dicts
+// (ndarray), which nothing can shadow, else NULL (borrowed). The answer for
+// the last type asked is kept by version tag, as exchange_api_of keeps its
+// own: an import loop over one producer's arrays looks nothing up.
+PyObject* type_dlpack_method(PyTypeObject* type, bool* on_type) {
+  DlpackImportState& st = state();
+  if (type == st.method_type && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
+      type->tp_version_tag == st.method_tag) {
+    *on_type = st.method_on_type;
+    return st.method_unbound;
+  }
+  PyObject* descr = compat::type_lookup(type, names().dunder_dlpack);
+  PyObject* unbound =
+      descr && type->tp_dictoffset == 0 && PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR)
+          ? descr
+          : nullptr;
+  // The lookup gives the type its tag when it had none.
+  if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+    st.method_type = type;
+    st.method_tag = type->tp_version_tag;
+    st.method_on_type = descr != nullptr;
+    st.method_unbound = unbound;
+  }
+  *on_type = descr != nullptr;
+  return unbound;
+}
+
 // The consumer protocol: a capsule from x.__dlpack__, consumed into *out.
 int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* out) {
   DlpackMethod method;
-  PyObject* descr = compat::type_lookup(Py_TYPE(x), names().dunder_dlpack);
-  if (descr && Py_TYPE(x)->tp_dictoffset == 0 && PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR)) {
-    // A plain method of a type without instance dicts (ndarray): nothing
-    // can shadow it, so it is called unbound with x first, as
-    // PyObject_VectorcallMethod would after finding it again.
-    method.callable = Ref::borrow(descr);
+  bool on_type;
+  if (PyObject* unbound = type_dlpack_method(Py_TYPE(x), &on_type)) {
+    // Called unbound with x first, as PyObject_VectorcallMethod would after
+    // finding it again.
+    method.callable = Ref::borrow(unbound);
     method.with_self = true;
-  } else if (!descr) {
+  } else if (!on_type) {
     // Not on the type: an instance attribute (or __getattr__) still counts.
     method.callable = Ref::steal(PyObject_GetAttr(x, names().dunder_dlpack));
     if (!method.callable) {

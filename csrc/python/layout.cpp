@@ -306,9 +306,17 @@ PyObject* layout_from_engine(sw::Layout&& l) { return layout_alloc(Ref(), Ref(),
 
 PyObject* flat_layout_object(std::span<const sw::LeafMode> leaves) {
   FlatLayoutCache& cache = module_state.flat_layouts;
-  for (const FlatLayoutCache::Entry& e : cache.entries)
-    if (e.layout && std::equal(e.leaves.begin(), e.leaves.end(), leaves.begin(), leaves.end()))
-      return Py_NewRef(e.layout);
+  // The entry hit last first: a loop importing one producer's arrays asks
+  // for the same layout every time.
+  const auto matches = [&](const FlatLayoutCache::Entry& e) {
+    return e.layout && std::equal(e.leaves.begin(), e.leaves.end(), leaves.begin(), leaves.end());
+  };
+  if (matches(cache.entries[cache.last_hit])) return Py_NewRef(cache.entries[cache.last_hit].layout);
+  for (size_t i = 0; i < FlatLayoutCache::kSize; ++i)
+    if (matches(cache.entries[i])) {
+      cache.last_hit = i;
+      return Py_NewRef(cache.entries[i].layout);
+    }
   // A miss: the leaves are this call's own until the entry is written.
   // Making the Layout object allocates, which may run a collection and a
   // finalizer that makes a layout too (and uses the cache) before we get back.
@@ -321,6 +329,7 @@ PyObject* flat_layout_object(std::span<const sw::LeafMode> leaves) {
   // No Python code runs from here until the entry is whole: the replaced
   // Layout is dropped at the return.
   FlatLayoutCache::Entry& slot = cache.entries[cache.next];
+  cache.last_hit = cache.next;
   cache.next = (cache.next + 1) % FlatLayoutCache::kSize;
   Ref replaced = Ref::steal(std::exchange(slot.layout, lo.new_ref()));
   slot.leaves = std::move(own);
