@@ -11,6 +11,12 @@ counts them:
 It needs ``valgrind`` and a C compiler and takes about 1 minute without
 torch (``--no-torch``) and several with it: torch's import under valgrind is
 slow. ``--only NAME`` (repeatable) measures only the named cases.
+``--import-jax`` counts ``sw.from_dlpack(j)`` against ``np.from_dlpack(j)`` on a
+32x32 float32 JAX array (each result dropped before the next call, so JAX's
+deleter is counted on both sides), with JAX's own ``j.__dlpack__`` called the
+two ways the consumers call it, under several hash seeds: the interpreter's
+method cache and dictionaries collide differently per seed, which moves
+every count by a few hundred instructions.
 ``--move-async`` adds the calling thread's instructions for
 ``sw.move_async(src, CPU(n, empty=True))`` to return at 4 KiB and at 64 MiB,
 which shows whether the return cost grows with the size, and (with torch) a
@@ -19,7 +25,8 @@ makes the children import the package from another checkout (with
 ``STRIDEWEAVE_BUILD`` pointing at that checkout's build) to measure it
 before and after a change.
 
-Method: each case of each library runs in its own child process under
+Method: each case of each library runs in its own child process (with
+``--import-jax``, one child per hash seed runs all the cases in turn) under
 ``valgrind --tool=callgrind --instr-atstart=no``. The child imports and
 warms up without instrumentation, switches it on through a tiny C helper
 (callgrind client requests, compiled into a temporary directory), then runs
@@ -83,6 +90,15 @@ CASES = {
     "np.from_dlpack(x)": "from_dlpack(x)",
 }
 BASELINE = ("baseline (loop only)", "x")
+# --import-jax: name -> statement; `x` is a JAX array. from_dlpack passes only
+# the arguments that are not None; NumPy passes dl_device and copy as None.
+JAX_IMPORT_CASES = {
+    "sw.from_dlpack(jax)": "sw.from_dlpack(x)",
+    "np.from_dlpack(jax)": "np.from_dlpack(x)",
+    "jax __dlpack__ as sw calls it": "x.__dlpack__(max_version=V13)",
+    "jax __dlpack__ as NumPy calls it": "x.__dlpack__(dl_device=None, copy=None, max_version=V)",
+}
+JAX_SEEDS = ("0", "1", "2")
 MODES = ("bulk", "single")
 LIBS = ("strideweave", "numpy", "torch")
 
@@ -103,27 +119,41 @@ def _make_tensor(lib: str):
         return sw.Tensor(sw.CPU(1024), 0, sw.Layout(sw.Shape([32, 32]), sw.Stride([32, 1])))
     if lib == "numpy":
         return np.zeros((32, 32), dtype=np.float32)
+    if lib == "jax":
+        sys.path.insert(0, SRC_ROOT)
+        import jax.numpy as jnp
+
+        return jnp.zeros((32, 32), dtype=jnp.float32).block_until_ready()
     import torch
 
     return torch.zeros((32, 32))
 
 
-def _child(lib: str, stmt: str, mode: str, helper: str) -> None:
+def _child(lib: str, stmts: str, mode: str, helper: str) -> None:
+    """Runs each statement of stmts (one per line) in turn, dumping the
+    counters after each of its N1 and N2 loops, REPEATS times over."""
     import ctypes
 
     import numpy as np
 
     x = _make_tensor(lib)
     cg = ctypes.CDLL(helper)
-    code = compile(_loop_source(stmt, mode), "<case>", "exec")
-    env = {"x": x, "V": (1, 0), "from_dlpack": np.from_dlpack, "r": range(BATCH), "n": 2 * BATCH}
-    exec(code, env)  # warm-up: free lists, caches, the interpreter's specialisations
+    env = {"x": x, "V": (1, 0), "V13": (1, 3), "from_dlpack": np.from_dlpack, "np": np, "r": range(BATCH),
+           "n": 2 * BATCH}
+    if lib == "jax":
+        import strideweave as sw
+
+        env["sw"] = sw
+    codes = [compile(_loop_source(stmt, mode), "<case>", "exec") for stmt in stmts.split("\n")]
+    for code in codes:
+        exec(code, env)  # warm-up: free lists, caches, the interpreter's specialisations
     cg.cg_start()
-    for _ in range(REPEATS):
-        for n in (N1, N2):
-            env["n"] = n
-            exec(code, env)
-            cg.cg_dump()
+    for code in codes:
+        for _ in range(REPEATS):
+            for n in (N1, N2):
+                env["n"] = n
+                exec(code, env)
+                cg.cg_dump()
 
 
 def _totals(path: str) -> int:
@@ -139,21 +169,31 @@ def _dumps(out: str, suffix: str = "") -> list[str]:
     return sorted(paths, key=lambda p: int(p[len(out) + 1:len(p) - len(suffix)]))
 
 
-def _run(cmd: list[str], what: str) -> None:
-    env = dict(os.environ, PYTHONHASHSEED="0")
+def _run(cmd: list[str], what: str, seed: str = "0") -> None:
+    env = dict(os.environ, PYTHONHASHSEED=seed)
     r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode:
         raise RuntimeError(f"{what} failed:\n{r.stderr[-3000:]}")
 
 
-def _measure(lib: str, stmt: str, mode: str, helper: str, tmp: str, tag: str) -> float:
+def _measure_all(lib: str, stmts: list[str], mode: str, helper: str, tmp: str, tag: str,
+                 seed: str = "0") -> list[float]:
+    """Per-call counts of each statement, all measured in one child process."""
     out = os.path.join(tmp, f"cg.{tag}")
     _run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", sys.executable,
-          os.path.abspath(__file__), "--child", lib, stmt, mode, helper], f"{lib} {stmt!r}")
+          os.path.abspath(__file__), "--child", lib, "\n".join(stmts), mode, helper], f"{lib} {stmts!r}", seed)
     totals = [_totals(p) for p in _dumps(out)]
-    if len(totals) != 2 * REPEATS:
-        raise RuntimeError(f"expected {2 * REPEATS} dumps for {lib} {stmt!r}, got {len(totals)}")
-    return statistics.median((totals[2 * k + 1] - totals[2 * k]) / (N2 - N1) for k in range(REPEATS))
+    if len(totals) != 2 * REPEATS * len(stmts):
+        raise RuntimeError(f"expected {2 * REPEATS * len(stmts)} dumps for {lib} {stmts!r}, got {len(totals)}")
+    per = []
+    for i in range(len(stmts)):
+        t = totals[2 * REPEATS * i:2 * REPEATS * (i + 1)]
+        per.append(statistics.median((t[2 * k + 1] - t[2 * k]) / (N2 - N1) for k in range(REPEATS)))
+    return per
+
+
+def _measure(lib: str, stmt: str, mode: str, helper: str, tmp: str, tag: str, seed: str = "0") -> float:
+    return _measure_all(lib, [stmt], mode, helper, tmp, tag, seed)[0]
 
 
 def _move_async_child(size: int, helper: str) -> None:
@@ -199,11 +239,35 @@ def _measure_move_async(size: int, helper: str, tmp: str) -> float:
     return statistics.median((calls[4 * k + 3] - calls[4 * k + 1]) / 4 for k in range(REPEATS))
 
 
+def _report_import_jax(helper: str, tmp: str) -> None:
+    print(f"instructions per call on a JAX array (callgrind Ir; median over {REPEATS} of "
+          f"(I({N2}) - I({N1})) / {N2 - N1}), one column per PYTHONHASHSEED")
+    print(f"{'case':36s}" + "".join(f"{'seed ' + s:>11s}" for s in JAX_SEEDS))
+    # One child per seed (JAX's import under valgrind is the slow part).
+    cases = [("baseline (loop only)", "x")] + list(JAX_IMPORT_CASES.items())
+    by_seed = [_measure_all("jax", [stmt for _, stmt in cases], "single", helper, tmp, f"jax{seed}", seed)
+               for seed in JAX_SEEDS]
+    per = {}
+    for i, (name, _) in enumerate(cases):
+        per[name] = [counts[i] for counts in by_seed]
+        print(f"{name:36s}" + "".join(f"{v:11.1f}" for v in per[name]), flush=True)
+    sw_, np_ = per["sw.from_dlpack(jax)"], per["np.from_dlpack(jax)"]
+    print(f"{'sw / np':36s}" + "".join(f"{a / b:11.4f}" for a, b in zip(sw_, np_)))
+    # What each consumer adds to the producer's own call (its capsule's
+    # destructor and deleter included on both sides).
+    own_sw = [a - b for a, b in zip(sw_, per["jax __dlpack__ as sw calls it"])]
+    own_np = [a - b for a, b in zip(np_, per["jax __dlpack__ as NumPy calls it"])]
+    print(f"{'sw beyond its __dlpack__ call':36s}" + "".join(f"{v:11.1f}" for v in own_sw))
+    print(f"{'np beyond its __dlpack__ call':36s}" + "".join(f"{v:11.1f}" for v in own_np))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-torch", action="store_true", help="skip the torch column (slow under valgrind)")
     ap.add_argument("--move-async", action="store_true", help="add move_async return counts at 4 KiB and 64 MiB")
     ap.add_argument("--only", choices=list(CASES), action="append", help="measure only these cases")
+    ap.add_argument("--import-jax", action="store_true",
+                    help="only sw.from_dlpack vs np.from_dlpack of a JAX array, per hash seed")
     args = ap.parse_args()
     for tool in ("valgrind", "cc"):
         if not shutil.which(tool):
@@ -216,6 +280,9 @@ def main() -> int:
         with open(src, "w") as f:
             f.write(HELPER_C)
         subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", helper, src], check=True)
+        if args.import_jax:
+            _report_import_jax(helper, tmp)
+            return 0
         libs = [lib for lib in LIBS if not (lib == "torch" and args.no_torch)]
         cases = [(k, v) for k, v in CASES.items() if not args.only or k in args.only]
         print(f"instructions per call (callgrind Ir; median over {REPEATS} of (I({N2}) - I({N1})) / {N2 - N1})")
