@@ -4,7 +4,6 @@ a forked child every request pending at the fork fails with "pending at
 fork" (whatever the window: even one completing on a worker as the fork
 happens) and gives its tiles and carriers back. Each scenario runs in a
 subprocess with a timeout."""
-import signal
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from support.process import assert_child_ok, child_env, run_python
+from support.process import assert_child_ok, child_env, interrupt_until_exit, run_python
 
 # A tiled request whose tile transfer never ends: its carriers' exact-pair
 # route blocks.
@@ -49,17 +48,7 @@ def test_ctrl_c_interrupts_the_exit_wait_for_a_tiled_request():
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "main done"
-        # Ctrl-C until it exits: one that lands before the exit wait began
-        # is spent on the ending main module; the first one during the wait
-        # ends it (the wait itself would last 120 s).
-        start = time.monotonic()
-        while True:
-            p.send_signal(signal.SIGINT)
-            try:
-                out, err = p.communicate(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                assert time.monotonic() - start < 20, "Ctrl-C did not end the exit wait"
+        out, err = interrupt_until_exit(p)  # (the wait itself would last 120 s)
     finally:
         if p.poll() is None:
             p.kill()

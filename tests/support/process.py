@@ -71,3 +71,21 @@ def snippet_stdout(code, *, dev=False, timeout=120, env=None):
     """run_snippet, asserting the child succeeded (its output in the
     message); returns its stdout."""
     return assert_child_ok(run_snippet(code, dev=dev, timeout=timeout, env=env)).stdout
+
+
+def interrupt_until_exit(proc, within=20.0, every=0.5):
+    """Ctrl-C (SIGINT) the child every `every` seconds until it exits, and
+    return its (stdout, stderr). A SIGINT that lands before the child's exit
+    wait began is spent on its ending main module (a slow or stalled machine
+    makes that window long); the first one during the wait ends it. Fails
+    when the child is still running after `within` seconds."""
+    import signal
+    import time
+
+    start = time.monotonic()
+    while True:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.communicate(timeout=every)
+        except subprocess.TimeoutExpired:
+            assert time.monotonic() - start < within, "Ctrl-C did not end the exit wait"
