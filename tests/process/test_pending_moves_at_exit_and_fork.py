@@ -2,13 +2,11 @@
 8, 9, 13; API.md section 12). Every scenario that could hang runs in a
 subprocess with a timeout."""
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from support.process import PACKAGE_ROOT, assert_child_ok, child_env, interrupt_until_exit, run_snippet
+from support.process import PACKAGE_ROOT, assert_child_ok, interrupt_until_exit, popen_python, run_snippet
 
 
 # A move whose _copy blocks until the process dies.
@@ -65,9 +63,7 @@ def test_exit_timeout_waits_for_a_slow_move_that_finishes_in_time():
 
 def test_ctrl_c_interrupts_the_exit_wait():
     code = STUCK_MOVE + "print('main done', flush=True)\n"
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=PACKAGE_ROOT,
-                         env=child_env({"STRIDEWEAVE_EXIT_TIMEOUT": "120"}), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = popen_python(code, cwd=PACKAGE_ROOT, env={"STRIDEWEAVE_EXIT_TIMEOUT": "120"})
     try:
         assert p.stdout.readline().strip() == "main done"
         out, err = interrupt_until_exit(p)

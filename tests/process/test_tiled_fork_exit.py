@@ -4,14 +4,11 @@ a forked child every request pending at the fork fails with "pending at
 fork" (whatever the window: even one completing on a worker as the fork
 happens) and gives its tiles and carriers back. Each scenario runs in a
 subprocess with a timeout."""
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
-from support.process import assert_child_ok, child_env, interrupt_until_exit, run_python
+from support.process import assert_child_ok, interrupt_until_exit, popen_python, run_python
 
 # A tiled request whose tile transfer never ends: its carriers' exact-pair
 # route blocks.
@@ -44,8 +41,7 @@ def test_exit_waits_at_most_the_exit_timeout_for_a_stuck_request():
 
 
 def test_ctrl_c_interrupts_the_exit_wait_for_a_tiled_request():
-    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(STUCK)], env=child_env({"STRIDEWEAVE_EXIT_TIMEOUT": "120"}),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = popen_python(STUCK, env={"STRIDEWEAVE_EXIT_TIMEOUT": "120"})
     try:
         assert p.stdout.readline().strip() == "main done"
         out, err = interrupt_until_exit(p)  # (the wait itself would last 120 s)

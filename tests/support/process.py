@@ -89,3 +89,19 @@ def interrupt_until_exit(proc, within=20.0, every=0.5):
             return proc.communicate(timeout=every)
         except subprocess.TimeoutExpired:
             assert time.monotonic() - start < within, "Ctrl-C did not end the exit wait"
+
+
+# Ctrl-C raises KeyboardInterrupt in the child whatever the parent left: an
+# ignored SIGINT survives exec (and Python then installs no handler of its
+# own), and so does a thread's blocked-signal mask. A suite started as a
+# background job of a non-interactive shell (`cmd &` without job control)
+# runs with SIGINT ignored, which made the Ctrl-C tests time out.
+RESTORE_CTRL_C = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                  "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n")
+
+
+def popen_python(code, *, env=None, cwd=None):
+    """A child Python running code (dedented) with piped text stdout and
+    stderr and Ctrl-C restored (RESTORE_CTRL_C), for tests that signal it."""
+    return subprocess.Popen([sys.executable, "-c", RESTORE_CTRL_C + textwrap.dedent(code)], cwd=cwd,
+                            env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
