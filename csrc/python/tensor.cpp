@@ -52,22 +52,9 @@ int Tensor_clear(PyObject* self) {
   return 0;
 }
 
-void Tensor_dealloc(PyObject* self) {
+// Drops everything the tensor holds and frees it (tp_dealloc's body).
+void tensor_free_contents(PyObject* self) {
   TensorObject* t = as_tensor(self);
-  PyObject_GC_UnTrack(self);
-  if (!t->representation && !t->autograd_ctx && !t->grad && !t->view_source && t->carrier &&
-      Py_IS_TYPE(t->carrier, &CPU_Type)) {
-    // A leaf over a native CPU carrier (every from_dlpack result) holds
-    // nothing that leads to another tensor: no recursion to guard against.
-    if (t->weakreflist) PyObject_ClearWeakRefs(self);
-    Py_CLEAR(t->carrier);
-    Py_CLEAR(t->layout);
-    Py_CLEAR(t->dtype);
-    Py_TYPE(self)->tp_free(self);
-    return;
-  }
-  // A long .grad chain would otherwise recurse once per tensor.
-  Py_TRASHCAN_BEGIN(self, Tensor_dealloc)
   if (t->weakreflist) PyObject_ClearWeakRefs(self);
   Tensor_clear(self);
   Py_CLEAR(t->carrier);
@@ -75,6 +62,21 @@ void Tensor_dealloc(PyObject* self) {
   Py_CLEAR(t->dtype);
   // A Python subclass's type reference is dropped by subtype_dealloc.
   Py_TYPE(self)->tp_free(self);
+}
+
+void Tensor_dealloc(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  PyObject_GC_UnTrack(self);
+  if (!t->representation && !t->autograd_ctx && !t->grad && !t->view_source && t->carrier &&
+      Py_IS_TYPE(t->carrier, &CPU_Type)) {
+    // A leaf over a native CPU carrier (every from_dlpack result) holds
+    // nothing that leads to another tensor: no recursion to guard against.
+    tensor_free_contents(self);
+    return;
+  }
+  // A long .grad chain would otherwise recurse once per tensor.
+  Py_TRASHCAN_BEGIN(self, Tensor_dealloc)
+  tensor_free_contents(self);
   Py_TRASHCAN_END
 }
 
