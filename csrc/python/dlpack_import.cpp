@@ -226,31 +226,43 @@ PyObject* call_dlpack(PyObject* x, const DlpackMethod& m, bool dl_device, Copy c
   return PyObject_CallNoArgs(m.callable.get());
 }
 
-// What type has as __dlpack__: *on_type says whether it has one; the result
-// is that method when it is a plain method of a type without instance dicts
-// (ndarray), which nothing can shadow, else NULL (borrowed). The answer for
-// the last type asked is kept by version tag, as exchange_api_of keeps its
-// own: an import loop over one producer's arrays looks nothing up.
-PyObject* type_dlpack_method(PyTypeObject* type, bool* on_type) {
+// What type has as __dlpack__ (*on_type: whether it has one) and how it
+// can be called without a lookup: the result is that function when it is a
+// plain method of a type whose attribute access is the generic one, else
+// NULL (borrowed). *dict_offset is then where an instance's own dict sits
+// (0: instances have none), which PyObject_VectorcallMethod would search
+// first (an instance attribute shadows a method): ndarray has no dict,
+// jax.Array a plain dict slot. Types whose instances keep their dict
+// elsewhere (Python classes with a managed dict, negative offsets) and a
+// custom __getattribute__ get NULL: each import looks __dlpack__ up the
+// ordinary way. The answer for the last type asked is kept by version tag,
+// as exchange_api_of keeps its own: an import loop over one producer's
+// arrays looks nothing up.
+PyObject* type_dlpack_method(PyTypeObject* type, bool* on_type, Py_ssize_t* dict_offset) {
   DlpackImportState& st = state();
   if (type == st.method_type && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
       type->tp_version_tag == st.method_tag) {
     *on_type = st.method_on_type;
+    *dict_offset = st.method_dict_offset;
     return st.method_unbound;
   }
   PyObject* descr = compat::type_lookup(type, names().dunder_dlpack);
-  PyObject* unbound =
-      descr && type->tp_dictoffset == 0 && PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR)
-          ? descr
-          : nullptr;
+  const Py_ssize_t offset = type->tp_dictoffset;
+  const bool plain_dict = offset == 0 || (offset > 0 && !compat::has_managed_dict(type));
+  PyObject* unbound = descr && type->tp_getattro == PyObject_GenericGetAttr && plain_dict &&
+                              PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR)
+                          ? descr
+                          : nullptr;
   // The lookup gives the type its tag when it had none.
   if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
     st.method_type = type;
     st.method_tag = type->tp_version_tag;
     st.method_on_type = descr != nullptr;
     st.method_unbound = unbound;
+    st.method_dict_offset = unbound ? offset : 0;
   }
   *on_type = descr != nullptr;
+  *dict_offset = unbound ? offset : 0;
   return unbound;
 }
 
@@ -258,11 +270,25 @@ PyObject* type_dlpack_method(PyTypeObject* type, bool* on_type) {
 int protocol_import(PyObject* x, bool dl_device, Copy copy, dl::ImportedTensor* out) {
   DlpackMethod method;
   bool on_type;
-  if (PyObject* unbound = type_dlpack_method(Py_TYPE(x), &on_type)) {
+  Py_ssize_t dict_offset;
+  if (PyObject* unbound = type_dlpack_method(Py_TYPE(x), &on_type, &dict_offset)) {
     // Called unbound with x first, as PyObject_VectorcallMethod would after
-    // finding it again.
+    // finding it again, unless x's own dict has a __dlpack__ (which that
+    // would call instead, without x). Held first: the dict lookup may run
+    // Python code (a key's __eq__) that takes the method off the type.
     method.callable = Ref::borrow(unbound);
     method.with_self = true;
+    PyObject* dict = dict_offset ? *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(x) + dict_offset) : nullptr;
+    if (dict && PyDict_Check(dict)) {
+      Ref keep = Ref::borrow(dict);
+      PyObject* own = PyDict_GetItemWithError(dict, names().dunder_dlpack);
+      if (own) {
+        method.callable = Ref::borrow(own);
+        method.with_self = false;
+      } else if (PyErr_Occurred()) {
+        return -1;
+      }
+    }
   } else if (!on_type) {
     // Not on the type: an instance attribute (or __getattr__) still counts.
     method.callable = Ref::steal(PyObject_GetAttr(x, names().dunder_dlpack));

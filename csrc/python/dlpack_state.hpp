@@ -49,11 +49,14 @@ struct DlpackImportState {
   // What the last producer type looked at has as __dlpack__ (see
   // type_dlpack_method), identified the same way: whether the type has one
   // and, when it is a plain method nothing can shadow, that method
-  // (borrowed from the type's dict, which holds it while the tag stands).
+  // (borrowed from the type's dict, which holds it while the tag stands)
+  // when nothing but an instance dict can shadow it.
   const PyTypeObject* method_type = nullptr;
   unsigned int method_tag = 0;
   bool method_on_type = false;
   PyObject* method_unbound = nullptr;
+  // Where that type's instances keep their dict (0: they have none).
+  Py_ssize_t method_dict_offset = 0;
   // (The Layouts of recent imports are ModuleState::flat_layouts.)
 };
 

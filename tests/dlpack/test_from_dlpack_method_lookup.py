@@ -92,3 +92,42 @@ def test_a_subclass_overriding_the_method_of_a_seen_class():
     assert sw.from_dlpack(Producer()).tolist() == [1.0]
     assert sw.from_dlpack(Child()).tolist() == [9.0]
     assert sw.from_dlpack(Producer()).tolist() == [1.0]
+
+
+def test_a_custom_getattribute_decides_what_dlpack_is():
+    # Attribute access that is not the generic one is asked every time, as
+    # np.from_dlpack asks it, even when the class has a plain method and its
+    # instances have no dict.
+    class Producer:
+        __slots__ = ()
+
+        def __dlpack__(self, **kw):
+            return capsule_of([1.0])
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                return lambda **kw: capsule_of([2.0])
+            return object.__getattribute__(self, name)
+
+    assert sw.from_dlpack(Producer()).tolist() == [2.0]
+    assert np.from_dlpack(Producer()).tolist() == [2.0]
+
+
+def test_an_instance_attribute_of_a_native_type_with_a_dict_shadows_its_method():
+    # jax.Array is a native type whose instances have a plain dict slot: its
+    # method is called without a lookup unless an instance's own dict has a
+    # __dlpack__, which wins as it does for np.from_dlpack.
+    jnp = pytest.importorskip("jax.numpy")
+    j = jnp.arange(3.0, dtype=jnp.float32)
+    assert type(j).__dictoffset__ > 0
+    assert sw.from_dlpack(j).tolist() == [0.0, 1.0, 2.0]
+    j.__dlpack__ = lambda **kw: capsule_of([7.0])
+    assert sw.from_dlpack(j).tolist() == [7.0]
+    assert np.from_dlpack(j).tolist() == [7.0]
+    del j.__dlpack__
+    # An instance dict without __dlpack__ (now materialised, empty) leaves
+    # the class's method in charge.
+    assert j.__dict__ == {}
+    assert sw.from_dlpack(j).tolist() == [0.0, 1.0, 2.0]
+    other = jnp.arange(2.0, dtype=jnp.float32)
+    assert sw.from_dlpack(other).tolist() == [0.0, 1.0]

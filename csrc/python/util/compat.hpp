@@ -73,6 +73,17 @@ inline void restore_raised(PyObject* exc) {
 // to 3.13 (PyType_Lookup is not public).
 inline PyObject* type_lookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
 
+// Whether type's instances keep their __dict__ where the interpreter
+// manages it (3.11+ Python classes) rather than at tp_dictoffset.
+inline bool has_managed_dict(PyTypeObject* type) {
+#ifdef Py_TPFLAGS_MANAGED_DICT
+  return PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT);
+#else
+  (void)type;
+  return false;
+#endif
+}
+
 // Appends note (a str) to exc's PEP 678 notes: BaseException.add_note from
 // 3.11; before, the __notes__ list itself (which 3.10 does not display).
 // 0 / -1 with an exception set (say a __notes__ that is not a list).
