@@ -48,9 +48,9 @@ struct DlpackImportState {
   unsigned int no_exchange_tag = 0;
   // What the last producer type looked at has as __dlpack__ (see
   // type_dlpack_method), identified the same way: whether the type has one
-  // and, when it is a plain method nothing can shadow, that method
-  // (borrowed from the type's dict, which holds it while the tag stands)
-  // when nothing but an instance dict can shadow it.
+  // and, when it is a plain method that only an instance dict can shadow,
+  // that method (borrowed from the type's dict, which holds it while the
+  // tag stands).
   const PyTypeObject* method_type = nullptr;
   unsigned int method_tag = 0;
   bool method_on_type = false;
